@@ -1,0 +1,14 @@
+from django.contrib import admin
+
+from accounts.models import ApiToken
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("prefix", "user", "name", "created_at", "last_used_at")
+    list_filter = ("user",)
+    readonly_fields = ("prefix", "created_at", "last_used_at")
+
+    def has_add_permission(self, request):
+        # Keys are shown once, so they are issued with `manage.py issue_token`.
+        return False

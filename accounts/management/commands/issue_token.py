@@ -1,0 +1,30 @@
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from accounts.models import ApiToken
+from accounts.roles import ROLES
+
+
+class Command(BaseCommand):
+    help = "Create the user if missing, put it in a role and print a new API token last."
+
+    def add_arguments(self, parser):
+        parser.add_argument("username")
+        parser.add_argument("--role", choices=ROLES, required=True)
+        parser.add_argument("--name", default="", help="A label for the token.")
+
+    @transaction.atomic
+    def handle(self, username, role, name, **options):
+        user, created = get_user_model().objects.get_or_create(username=username)
+        if created:
+            user.set_unusable_password()
+            user.save()
+        # One role per user keeps "what can this user do" a single answer.
+        user.groups.remove(*Group.objects.filter(name__in=ROLES))
+        user.groups.add(Group.objects.get(name=role))
+        _, key = ApiToken.objects.issue(user, name=name or "issue_token")
+        verb = "Created" if created else "Updated"
+        self.stderr.write(f"{verb} user {username!r} with role {role}.")
+        self.stdout.write(key)

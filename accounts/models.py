@@ -1,0 +1,40 @@
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+
+
+def hash_token(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class ApiTokenQuerySet(models.QuerySet):
+    def issue(self, user, name: str = "") -> tuple["ApiToken", str]:
+        """Create a token and return it with its key; only the hash is stored, so the key
+        is shown once."""
+        key = secrets.token_hex(20)
+        token = self.create(user=user, name=name, key_hash=hash_token(key), prefix=key[:8])
+        return token, key
+
+
+class ApiToken(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100, blank=True)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(
+        max_length=8, editable=False, help_text="First characters of the key."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API token"
+
+    def __str__(self):
+        return f"{self.prefix}… ({self.user})"

@@ -1,0 +1,26 @@
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from accounts.roles import role_of
+from dashboard.live import LIVE_GROUP
+
+
+class LiveConsumer(AsyncJsonWebsocketConsumer):
+    """Pushes live events to signed-in viewers; anonymous sockets are refused."""
+
+    async def connect(self):
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        if await database_sync_to_async(role_of)(user) is None:
+            await self.close(code=4403)
+            return
+        await self.channel_layer.group_add(LIVE_GROUP, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code):
+        await self.channel_layer.group_discard(LIVE_GROUP, self.channel_name)
+
+    async def live_event(self, message):
+        await self.send_json(message["event"])

@@ -1,0 +1,9 @@
+from accounts.roles import OPERATOR, has_role, role_of
+
+
+def navigation(request):
+    user = getattr(request, "user", None)
+    return {
+        "user_role": role_of(user),
+        "can_operate": has_role(user, OPERATOR) if user else False,
+    }

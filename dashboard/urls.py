@@ -1,0 +1,16 @@
+from django.urls import path
+
+from dashboard import views
+
+app_name = "dashboard"
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path("policy/", views.policy_editor, name="policy"),
+    path("services/", views.services, name="services"),
+    path("services/<str:name>/", views.service_detail, name="service"),
+    path("revisions/", views.revisions, name="revisions"),
+    path("revisions/<int:n>/", views.revision_detail, name="revision"),
+    path("revisions/<int:n>/rollback/", views.rollback, name="rollback"),
+    path("audit/", views.audit, name="audit"),
+    path("simulate/", views.simulator, name="simulator"),
+]

@@ -1,0 +1,249 @@
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from accounts.decorators import role_required
+from accounts.roles import OPERATOR, VIEWER, has_role
+from registry_sync.api import service_rows
+from registry_sync.models import Registry, Service
+from releases.api import rollback_to, update_policy
+from releases.documents import normalize_override, policy_of, with_override
+from releases.models import AuditEntry, Revision
+from releases.publishing import StaleRevision, load_state, publish
+from releases.simulation import simulate
+from routing_engine import PolicyError, diff_documents, normalize_policy
+
+from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
+
+
+@role_required(VIEWER)
+def overview(request):
+    state = load_state()
+    services = list(Service.objects.select_related("registry").order_by("name")[:50])
+    return render(
+        request,
+        "dashboard/overview.html",
+        {
+            "state": state,
+            "policy": policy_of(state.document),
+            "services": service_rows(services, state.document),
+            "service_count": Service.objects.count(),
+            "revisions": Revision.objects.defer("content", "diff")[:5],
+            "audit": AuditEntry.objects.all()[:8],
+            "registries": Registry.objects.annotate(service_count=Count("services")),
+        },
+    )
+
+
+@role_required(VIEWER)
+def policy_editor(request):
+    state = load_state()
+    context = {"state": state, "diff": None, "conflict": None}
+    if request.method != "POST":
+        form = PolicyForm(initial=PolicyForm.initial_from(state))
+        return render(request, "dashboard/policy.html", {**context, "form": form})
+    if not _can_operate(request):
+        messages.error(request, "Changing the policy needs the operator role.")
+        return redirect("dashboard:policy")
+    form = PolicyForm(request.POST)
+    if form.is_valid():
+        try:
+            proposed = normalize_policy(form.policy_data())
+        except PolicyError as exc:
+            form.add_engine_errors(exc.errors)
+    if not form.is_valid():
+        return render(request, "dashboard/policy.html", {**context, "form": form}, status=400)
+    current = policy_of(state.document)
+    if request.POST.get("action") == "save":
+        try:
+            result = update_policy(
+                form.policy_data(),
+                partial=False,
+                actor=request.user.username,
+                source="ui",
+                expected_revision=form.cleaned_data["revision"],
+                comment=form.cleaned_data["comment"],
+            )
+        except PolicyError as exc:
+            form.add_engine_errors(exc.errors)
+            return render(request, "dashboard/policy.html", {**context, "form": form}, status=400)
+        except StaleRevision as exc:
+            return _conflict(request, form, exc.state, proposed)
+        if not result.changed:
+            messages.info(request, "Nothing changed: no new revision was published.")
+            return redirect("dashboard:policy")
+        messages.success(request, f"Published revision {result.revision.number}.")
+        return redirect("dashboard:revision", n=result.revision.number)
+    if form.cleaned_data["revision"] != state.revision:
+        return _conflict(request, form, state, proposed)
+    context["diff"] = diff_documents(current, proposed)
+    return render(request, "dashboard/policy.html", {**context, "form": form})
+
+
+def _conflict(request, form, state, proposed):
+    """Someone published first: keep the operator's input, show what saving it now would
+    change against the latest revision, and let them publish on top of it."""
+    data = form.data.copy()
+    data["revision"] = state.revision
+    form = PolicyForm(data)
+    form.is_valid()
+    context = {
+        "state": state,
+        "form": form,
+        "conflict": state,
+        "diff": diff_documents(policy_of(state.document), proposed),
+    }
+    return render(request, "dashboard/policy.html", context, status=409)
+
+
+def _can_operate(request) -> bool:
+    return has_role(request.user, OPERATOR)
+
+
+@role_required(VIEWER)
+def services(request):
+    state = load_state()
+    page = Paginator(Service.objects.select_related("registry").order_by("name"), 50).get_page(
+        request.GET.get("page")
+    )
+    return render(
+        request,
+        "dashboard/services.html",
+        {"page": page, "services": service_rows(list(page), state.document), "state": state},
+    )
+
+
+@role_required(VIEWER)
+def service_detail(request, name):
+    service = get_object_or_404(Service.objects.select_related("registry"), name=name)
+    state = load_state()
+    row = service_rows([service], state.document)[0]
+    form = ServiceVersionsForm(
+        initial={
+            "prod_version": row["override"].get("prod", ""),
+            "gray_version": row["override"].get("gray", ""),
+        }
+    )
+    status = 200
+    if request.method == "POST":
+        if not _can_operate(request):
+            messages.error(request, "Changing versions needs the operator role.")
+            return redirect("dashboard:service", name=name)
+        form = ServiceVersionsForm(request.POST)
+        if form.is_valid():
+            changes = form.changes()
+            try:
+                result = publish(
+                    lambda doc: with_override(
+                        doc, service.name, normalize_override(doc, service.name, changes)
+                    ),
+                    actor=request.user.username,
+                    source="ui",
+                    action="service.versions",
+                    object_label=f"service {service.name}",
+                    audit_view=lambda doc: {"override": doc["services"].get(service.name, {})},
+                )
+            except PolicyError as exc:
+                for field, errors in exc.errors.items():
+                    for error in errors:
+                        form.add_error(field if field in form.fields else None, error)
+                status = 400
+            else:
+                if result.changed:
+                    messages.success(
+                        request,
+                        f"Versions of {service.name} saved as revision {result.revision.number}.",
+                    )
+                else:
+                    messages.info(request, "Nothing changed.")
+                return redirect("dashboard:service", name=name)
+        else:
+            status = 400
+    return render(
+        request,
+        "dashboard/service_detail.html",
+        {
+            "service": service,
+            "row": row,
+            "form": form,
+            "state": state,
+            "instances": service.instances.order_by("host", "port"),
+        },
+        status=status,
+    )
+
+
+@role_required(VIEWER)
+def revisions(request):
+    page = Paginator(Revision.objects.defer("content"), 25).get_page(request.GET.get("page"))
+    return render(request, "dashboard/revisions.html", {"page": page, "state": load_state()})
+
+
+@role_required(VIEWER)
+def revision_detail(request, n):
+    revision = get_object_or_404(Revision, number=n)
+    return render(
+        request,
+        "dashboard/revision_detail.html",
+        {"revision": revision, "state": load_state()},
+    )
+
+
+@require_POST
+@role_required(OPERATOR)
+def rollback(request, n):
+    target = get_object_or_404(Revision, number=n)
+    result = rollback_to(target, actor=request.user.username)
+    if result.changed:
+        messages.success(
+            request,
+            f"Rolled back: revision {result.revision.number} has the content of revision {n}.",
+        )
+        return redirect("dashboard:revision", n=result.revision.number)
+    messages.info(request, f"Revision {n}'s content is already live.")
+    return redirect("dashboard:revision", n=n)
+
+
+@role_required(VIEWER)
+def audit(request):
+    entries = AuditEntry.objects.all()
+    actor, action = request.GET.get("actor", "").strip(), request.GET.get("action", "").strip()
+    if actor:
+        entries = entries.filter(actor=actor)
+    if action:
+        entries = entries.filter(action=action)
+    page = Paginator(entries, 50).get_page(request.GET.get("page"))
+    actions = AuditEntry.objects.order_by().values_list("action", flat=True).distinct()
+    return render(
+        request,
+        "dashboard/audit.html",
+        {"page": page, "actor": actor, "action": action, "actions": sorted(set(actions))},
+    )
+
+
+@role_required(VIEWER)
+def simulator(request):
+    form = SimulateForm(request.POST or None)
+    result = None
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        headers = {data["header_name"]: data["header_value"]} if data["header_name"] else {}
+        result = simulate(
+            load_state(),
+            service=data["service"] or None,
+            headers=headers,
+            ip=data["ip"] or None,
+            city=data["city"] or None,
+            user=data["user"] or None,
+        )
+    return render(
+        request,
+        "dashboard/simulator.html",
+        {
+            "form": form,
+            "result": result,
+            "service_names": Service.objects.values_list("name", flat=True)[:500],
+        },
+    )

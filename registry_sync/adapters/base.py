@@ -1,0 +1,107 @@
+"""The small interface every registry adapter implements (plain Python, no Django).
+
+A sync pass calls ``list_services()`` once, then ``list_instances(service)`` for each service, and
+``set_enabled(instance, False/True)`` to take one instance out of traffic or put it back.
+Every failure that is the registry's fault (unreachable, timeout, auth, unexpected answer) is a
+:class:`RegistryError` with a message an operator can read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+DEFAULT_NAMESPACE = "public"
+DEFAULT_GROUP = "DEFAULT_GROUP"
+DEFAULT_CLUSTER = "DEFAULT"
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryInstance:
+    """One instance of one service as the registry reports it."""
+
+    service: str  # plain service name (no group@@ prefix; lower-case for Eureka)
+    instance_id: str  # Nacos instanceId (built as ip#port#cluster#group@@service if absent)
+    host: str
+    port: int
+    weight: float
+    healthy: bool
+    enabled: bool  # False = taken out of traffic (Nacos enabled=false, Eureka OUT_OF_SERVICE)
+    metadata: dict[str, str] = field(default_factory=dict)
+    cluster: str = DEFAULT_CLUSTER
+    status: str = "UP"  # Eureka: raw status; Nacos: "UP" if healthy else "DOWN"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class RegistryError(Exception):
+    """Registry unreachable, timed out, auth failed, or answered something unexpected.
+
+    ``str(error)`` is human-readable (shown to operators) and names the URL and HTTP status.
+    ``url`` and ``status`` are also kept as attributes (``status`` is None when no HTTP answer
+    arrived: timeout, connection refused, DNS failure).
+    """
+
+    def __init__(self, message: str, *, url: str | None = None, status: int | None = None):
+        super().__init__(message)
+        self.url = url
+        self.status = status
+
+
+@runtime_checkable
+class RegistryAdapter(Protocol):
+    def list_services(self) -> list[str]: ...
+
+    def list_instances(self, service: str) -> list[RegistryInstance]:
+        """Instances of one service; includes DISABLED instances wherever the server can show
+        them (see the adapter's ``lists_disabled``). An unknown service gives ``[]``."""
+        ...
+
+    def set_enabled(self, instance: RegistryInstance, enabled: bool) -> None:
+        """Take ``instance`` out of traffic (False) or put it back (True)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+ADAPTER_KINDS = ("nacos", "eureka")
+
+
+def build_adapter(
+    kind: str,
+    *,
+    base_url: str,
+    namespace: str = DEFAULT_NAMESPACE,
+    group: str = DEFAULT_GROUP,
+    username: str = "",
+    password: str = "",
+    api_version: str = "auto",
+    timeout: float = 3.0,
+) -> RegistryAdapter:
+    """Build the adapter for a registry ``kind`` ("nacos" or "eureka").
+
+    ``namespace``, ``group`` and ``api_version`` only mean something for Nacos; Eureka ignores
+    them. ``username``/``password`` are Nacos login credentials, or HTTP basic auth for Eureka.
+    Raises ``ValueError`` for an unknown kind or api_version (a configuration error, not a
+    registry failure). No network traffic happens here.
+    """
+    normalized = (kind or "").strip().lower()
+    if normalized == "nacos":
+        from .nacos import NacosAdapter
+
+        return NacosAdapter(
+            base_url,
+            namespace=namespace,
+            group=group,
+            username=username,
+            password=password,
+            api_version=api_version,
+            timeout=timeout,
+        )
+    if normalized == "eureka":
+        from .eureka import EurekaAdapter
+
+        return EurekaAdapter(base_url, username=username, password=password, timeout=timeout)
+    raise ValueError(f"unknown registry kind {kind!r}; expected one of {', '.join(ADAPTER_KINDS)}")

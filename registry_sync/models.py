@@ -1,0 +1,90 @@
+from django.db import models
+
+
+class Registry(models.Model):
+    EMBEDDED, NACOS, EUREKA = "embedded", "nacos", "eureka"
+    KINDS = [
+        (EMBEDDED, "Embedded (Nacos 1.x API served by Graylane)"),
+        (NACOS, "Nacos"),
+        (EUREKA, "Eureka"),
+    ]
+    API_VERSIONS = [
+        ("auto", "Detect"),
+        ("v1", "Nacos 1.x / 2.x (v1 API)"),
+        ("v3", "Nacos 3.x (v3 API)"),
+    ]
+
+    name = models.SlugField(max_length=64, unique=True)
+    kind = models.CharField(max_length=10, choices=KINDS, default=EMBEDDED)
+    base_url = models.URLField(blank=True, help_text="e.g. http://127.0.0.1:8848/nacos")
+    namespace = models.CharField(max_length=128, default="public", blank=True)
+    group = models.CharField(max_length=128, default="DEFAULT_GROUP", blank=True)
+    api_version = models.CharField(max_length=4, choices=API_VERSIONS, default="auto")
+    username = models.CharField(max_length=128, blank=True)
+    password = models.CharField(max_length=256, blank=True)
+    sync_interval = models.FloatField(default=5.0, help_text="Seconds between syncs.")
+    enabled = models.BooleanField(default=True)
+    stale = models.BooleanField(default=False, help_text="The last sync failed.")
+    last_error = models.TextField(blank=True)
+    last_sync_at = models.DateTimeField(null=True, blank=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "registries"
+
+    def __str__(self):
+        return self.name
+
+
+class Service(models.Model):
+    registry = models.ForeignKey(
+        Registry, null=True, blank=True, on_delete=models.SET_NULL, related_name="services"
+    )
+    name = models.CharField(max_length=255, unique=True)
+    group = models.CharField(max_length=128, default="DEFAULT_GROUP", blank=True)
+    first_seen = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class Instance(models.Model):
+    STARTING, UP, UNHEALTHY, DRAINING, OFFLINE, DOWN = (
+        "STARTING",
+        "UP",
+        "UNHEALTHY",
+        "DRAINING",
+        "OFFLINE",
+        "DOWN",
+    )
+    STATES = [(s, s) for s in (STARTING, UP, UNHEALTHY, DRAINING, OFFLINE, DOWN)]
+
+    service = models.ForeignKey(Service, on_delete=models.CASCADE, related_name="instances")
+    instance_id = models.CharField(max_length=255)
+    host = models.CharField(max_length=255)
+    port = models.PositiveIntegerField()
+    version = models.CharField(max_length=64, blank=True)
+    state = models.CharField(max_length=10, choices=STATES, default=UP, db_index=True)
+    healthy = models.BooleanField(default=True)
+    enabled = models.BooleanField(default=True)
+    weight = models.FloatField(default=1.0)
+    metadata = models.JSONField(default=dict, blank=True)
+    last_seen = models.DateTimeField(null=True, blank=True)
+    offline_intent = models.BooleanField(
+        default=False, help_text="An operator took it out of traffic; sync keeps it out."
+    )
+    drain_until = models.DateTimeField(null=True, blank=True)
+    note = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        ordering = ["service__name", "host", "port"]
+        constraints = [
+            models.UniqueConstraint(fields=["service", "instance_id"], name="unique_instance")
+        ]
+
+    def __str__(self):
+        return f"{self.service.name} {self.host}:{self.port}"

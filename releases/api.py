@@ -1,0 +1,228 @@
+import json
+
+from django.shortcuts import get_object_or_404
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from releases.documents import (
+    check_overrides_still_valid,
+    document_from_policy,
+    policy_of,
+)
+from releases.models import AuditEntry, PolicyState, Revision
+from releases.publishing import StaleRevision, load_state, publish
+from releases.serializers import (
+    AuditEntrySerializer,
+    PolicySerializer,
+    RevisionDetailSerializer,
+    RevisionSerializer,
+    RollbackSerializer,
+    SimulateRequestSerializer,
+    SimulateResponseSerializer,
+)
+from releases.simulation import simulate
+from routing_engine import PolicyError, merge_patch, normalize_policy
+
+
+def policy_payload(state: PolicyState) -> dict:
+    return {
+        "revision": state.revision,
+        **policy_of(state.document),
+        "updated_at": state.updated_at.isoformat().replace("+00:00", "Z"),
+        "updated_by": state.updated_by,
+    }
+
+
+def with_etag(response: Response, state: PolicyState) -> Response:
+    response["ETag"] = f'"{state.revision}"'
+    return response
+
+
+def header_if_match(request) -> int | None:
+    """The revision an `If-Match` header expects, None when absent or `*`."""
+    raw = request.headers.get("If-Match", "").strip()
+    if not raw or raw == "*":
+        return None
+    value = raw.removeprefix("W/").strip('"')
+    if not value.isdigit():
+        raise ValidationError({"If-Match": [f'Expected "<revision>", got {raw!r}.']})
+    return int(value)
+
+
+def policy_error_response(exc: PolicyError) -> Response:
+    return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
+
+
+def stale_response(state: PolicyState) -> Response:
+    body = {
+        "detail": f"Revision {state.revision} was published meanwhile; reload and retry.",
+        **policy_payload(state),
+    }
+    return with_etag(Response(body, status=status.HTTP_412_PRECONDITION_FAILED), state)
+
+
+class PolicyView(APIView):
+    """The gray policy: one per installation. Writes honour `If-Match: "<revision>"`."""
+
+    serializer_class = PolicySerializer
+
+    @extend_schema(responses=PolicySerializer)
+    def get(self, request):
+        state = load_state()
+        return with_etag(Response(policy_payload(state)), state)
+
+    @extend_schema(request=PolicySerializer, responses=PolicySerializer)
+    def put(self, request):
+        return self._write(request, partial=False)
+
+    @extend_schema(request=PolicySerializer, responses=PolicySerializer)
+    def patch(self, request):
+        return self._write(request, partial=True)
+
+    def _write(self, request, *, partial: bool):
+        if not isinstance(request.data, dict):
+            raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
+        data = {k: v for k, v in request.data.items() if k not in ("revision", "comment")}
+        # Read-only fields echoed back from a GET are accepted and ignored.
+        data.pop("updated_at", None)
+        data.pop("updated_by", None)
+        comment = request.data.get("comment", "")
+        if not isinstance(comment, str) or len(comment) > 500:
+            raise ValidationError({"comment": ["A string of at most 500 characters."]})
+        expected = header_if_match(request)
+        if expected is None and isinstance(request.data.get("revision"), int):
+            expected = request.data["revision"]
+        try:
+            result = update_policy(
+                data,
+                partial=partial,
+                actor=request.user.username,
+                source="api",
+                expected_revision=expected,
+                comment=comment,
+            )
+        except PolicyError as exc:
+            return policy_error_response(exc)
+        except StaleRevision as exc:
+            return stale_response(exc.state)
+        return with_etag(Response(policy_payload(result.state)), result.state)
+
+
+def update_policy(data: dict, *, partial: bool, actor, source, expected_revision, comment=""):
+    """Shared by the API and the policy form."""
+
+    def change(document):
+        current = policy_of(document)
+        policy = normalize_policy(merge_patch(current, data) if partial else data)
+        check_overrides_still_valid(policy, document["services"])
+        return document_from_policy(policy, document["services"])
+
+    return publish(
+        change,
+        actor=actor,
+        source=source,
+        action="policy.update",
+        object_label="gray policy",
+        audit_view=policy_of,
+        expected_revision=expected_revision,
+        comment=comment,
+    )
+
+
+class SimulateView(APIView):
+    """Which flag, version and instances a request would get, and which rule matched."""
+
+    @extend_schema(request=SimulateRequestSerializer, responses=SimulateResponseSerializer)
+    def post(self, request):
+        form = SimulateRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        result = simulate(
+            load_state(),
+            service=data.get("service") or None,
+            headers=data.get("headers") or {},
+            ip=data.get("ip") or None,
+            city=data.get("city") or None,
+            user=data.get("user") or None,
+        )
+        return Response(result)
+
+    # A read-only question: viewers may ask it.
+    write_role = "viewer"
+
+
+class RevisionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    queryset = Revision.objects.order_by("-number")
+    lookup_field = "number"
+    lookup_url_kwarg = "n"
+    lookup_value_regex = "[0-9]+"
+
+    def get_serializer_class(self):
+        if self.action == "list":
+            return RevisionSerializer
+        if self.action == "rollback":
+            return RollbackSerializer
+        return RevisionDetailSerializer
+
+    def get_queryset(self):
+        if self.action == "list":
+            return Revision.objects.order_by("-number").defer("content", "diff")
+        return Revision.objects.all()
+
+    @extend_schema(request=RollbackSerializer, responses={201: RevisionDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def rollback(self, request, n=None):
+        target = get_object_or_404(Revision, number=n)
+        form = RollbackSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            result = rollback_to(
+                target,
+                actor=request.user.username,
+                expected_revision=header_if_match(request),
+                comment=form.validated_data.get("comment", ""),
+            )
+        except StaleRevision as exc:
+            return stale_response(exc.state)
+        if not result.changed:
+            body = {"detail": f"Revision {target.number}'s content is already live."}
+            return Response(body, status=status.HTTP_200_OK)
+        return Response(
+            RevisionDetailSerializer(result.revision).data, status=status.HTTP_201_CREATED
+        )
+
+
+def rollback_to(target: Revision, *, actor, expected_revision=None, comment=""):
+    document = json.loads(target.content)
+    return publish(
+        lambda _current: document,
+        actor=actor,
+        source="rollback",
+        action="revision.rollback",
+        object_label=f"revision {target.number}",
+        audit_view=lambda doc: doc,
+        expected_revision=expected_revision,
+        comment=comment or f"Rollback to revision {target.number}.",
+        rolled_back_from=target.number,
+    )
+
+
+class AuditFilter(filters.FilterSet):
+    actor = filters.CharFilter()
+    action = filters.CharFilter()
+    since = filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
+
+    class Meta:
+        model = AuditEntry
+        fields = ["actor", "action", "since"]
+
+
+class AuditViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    queryset = AuditEntry.objects.order_by("-at", "-id")
+    serializer_class = AuditEntrySerializer
+    filterset_class = AuditFilter

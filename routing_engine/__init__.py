@@ -1,0 +1,67 @@
+"""Gray-release routing shared by the dashboard, the gateway and the service SDK.
+
+Plain Python, standard library only: policy validation, the per-request gray
+decision and version-aware instance selection.
+"""
+
+from .balancer import (
+    ROUTABLE_STATE,
+    SmoothWeightedRoundRobin,
+    choose_version,
+    instance_key,
+    instance_weight,
+    is_routable,
+    select_instances,
+)
+from .matcher import (
+    ALL,
+    FLAGS,
+    GRAY,
+    GRAY_STATUS_HEADER,
+    PROD,
+    Decision,
+    GrayMatcher,
+    lower_headers,
+    user_bucket,
+)
+from .policy import (
+    DEFAULT_POLICY,
+    MAX_ENTRY_LENGTH,
+    NON_FIELD_ERRORS,
+    PolicyError,
+    canonical_json,
+    checksum,
+    diff_documents,
+    merge_patch,
+    normalize_ip,
+    normalize_policy,
+)
+
+__all__ = [
+    "ALL",
+    "DEFAULT_POLICY",
+    "FLAGS",
+    "GRAY",
+    "GRAY_STATUS_HEADER",
+    "MAX_ENTRY_LENGTH",
+    "NON_FIELD_ERRORS",
+    "PROD",
+    "ROUTABLE_STATE",
+    "Decision",
+    "GrayMatcher",
+    "PolicyError",
+    "SmoothWeightedRoundRobin",
+    "canonical_json",
+    "checksum",
+    "choose_version",
+    "diff_documents",
+    "instance_key",
+    "instance_weight",
+    "is_routable",
+    "lower_headers",
+    "merge_patch",
+    "normalize_ip",
+    "normalize_policy",
+    "select_instances",
+    "user_bucket",
+]

@@ -1,0 +1,341 @@
+"""Validation, normalisation, patching, checksums and diffs of gray policy documents.
+
+This module is the single source of truth for what a valid policy is: the REST
+serializer and the dashboard form both call :func:`normalize_policy` so that the
+two can never disagree.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import ipaddress
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+DEFAULT_POLICY: dict[str, Any] = {
+    "enabled": False,
+    "routing": False,
+    "header": {"name": "", "value": ""},
+    "ips": [],
+    "cities": [],
+    "users": [],
+    "user_header": "X-User-No",
+    "city_header": "X-City",
+    "percent": 0,
+    "versions": {"prod": "V1", "gray": "V2"},
+}
+
+# Sub-documents that PATCH merges one level deep instead of replacing.
+_NESTED_FIELDS = ("header", "versions")
+
+MAX_ENTRY_LENGTH = 256
+
+NON_FIELD_ERRORS = "non_field_errors"
+
+# RFC 9110 section 5.6.2: token = 1*tchar.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+# RFC 9110 section 5.5: a field value may not contain CR, LF, NUL or other controls
+# (HTAB excepted); such a value could never arrive in a request anyway.
+_FIELD_VALUE_FORBIDDEN = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+_IPV4_MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
+
+
+class PolicyError(ValueError):
+    """Raised with every problem of a document at once, DRF style: field -> messages."""
+
+    def __init__(self, errors: Mapping[str, list[str]]):
+        self.errors: dict[str, list[str]] = {field: list(msgs) for field, msgs in errors.items()}
+        super().__init__(self.errors)
+
+
+class _Errors(dict[str, list[str]]):
+    def add(self, field: str, message: str) -> None:
+        self.setdefault(field, []).append(message)
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _boolean(value: Any, field: str, errors: _Errors) -> bool | None:
+    # `1` and "yes" are refused: an API client sending them has a bug worth surfacing.
+    if type(value) is bool:
+        return value
+    errors.add(field, f"Must be a boolean (true or false), got {_type_name(value)}.")
+    return None
+
+
+def _string(value: Any, field: str, errors: _Errors) -> str | None:
+    if isinstance(value, str):
+        return value.strip()
+    errors.add(field, f"Must be a string, got {_type_name(value)}.")
+    return None
+
+
+def _header_name(value: Any, field: str, errors: _Errors, *, allow_empty: bool) -> str | None:
+    name = _string(value, field, errors)
+    if name is None:
+        return None
+    if not name:
+        if not allow_empty:
+            errors.add(field, "This field may not be blank.")
+        return name
+    if not _TOKEN.fullmatch(name):
+        errors.add(field, f"{name!r} is not a valid HTTP header name (RFC 9110 token).")
+    return name
+
+
+def _percent(value: Any, field: str, errors: _Errors) -> int | None:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if type(value) is not int:
+        errors.add(field, f"Must be a whole number from 0 to 100, got {value!r}.")
+        return None
+    if not 0 <= value <= 100:
+        errors.add(field, f"Must be between 0 and 100, got {value}.")
+        return None
+    return value
+
+
+def _fields(
+    value: Any, field: str, keys: tuple[str, ...], errors: _Errors
+) -> dict[str, Any] | None:
+    """Check that a sub-document is an object with exactly `keys`."""
+    if not isinstance(value, Mapping):
+        errors.add(field, f"Must be an object with keys {', '.join(keys)}.")
+        return None
+    ok = True
+    for key in value:
+        if key not in keys:
+            errors.add(f"{field}.{key}", "Unknown field.")
+            ok = False
+    for key in keys:
+        if key not in value:
+            errors.add(f"{field}.{key}", "This field is required.")
+            ok = False
+    return dict(value) if ok else None
+
+
+def _entries(
+    value: Any, field: str, errors: _Errors, clean: Callable[[str], str], key=None
+) -> list[str] | None:
+    """Validate a list of strings: strip, drop blanks, clean, de-duplicate (first seen wins).
+
+    `clean` returns the normalised entry or raises ValueError with the message to report.
+    `key` decides what counts as a duplicate (default: the normalised entry itself).
+    """
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        errors.add(field, f"Must be a list of strings, got {_type_name(value)}.")
+        return None
+    result: list[str] = []
+    seen: set[str] = set()
+    failed = False
+    for entry in value:
+        if not isinstance(entry, str):
+            errors.add(field, f"{entry!r} is not a string.")
+            failed = True
+            continue
+        entry = entry.strip()
+        if not entry:
+            continue
+        try:
+            entry = clean(entry)
+        except ValueError as exc:
+            errors.add(field, str(exc))
+            failed = True
+            continue
+        dedup_key = key(entry) if key else entry
+        if dedup_key not in seen:
+            seen.add(dedup_key)
+            result.append(entry)
+    return None if failed else result
+
+
+def _bounded(entry: str) -> str:
+    if len(entry) > MAX_ENTRY_LENGTH:
+        raise ValueError(f"{entry[:32]!r}... is longer than {MAX_ENTRY_LENGTH} characters.")
+    return entry
+
+
+def normalize_ip(entry: str) -> str:
+    """Canonical text of an IP address or CIDR; ValueError with a user-facing message.
+
+    A host CIDR (/32, /128) becomes the bare address and an IPv4-mapped IPv6 rule
+    becomes the IPv4 rule, because the matcher treats both spellings as the same.
+    """
+    if "%" in entry:
+        raise ValueError(f"{entry!r}: IPv6 zone indexes are not supported.")
+    if "/" not in entry:
+        try:
+            address = ipaddress.ip_address(entry)
+        except ValueError:
+            raise ValueError(f"{entry!r} is not an IP address or CIDR.") from None
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+            address = address.ipv4_mapped
+        return str(address)
+    try:
+        network = ipaddress.ip_network(entry)
+    except ValueError:
+        try:
+            suggestion = ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise ValueError(f"{entry!r} is not an IP address or CIDR.") from None
+        raise ValueError(f"{entry!r} has host bits set; did you mean {suggestion}?") from None
+    if (
+        isinstance(network, ipaddress.IPv6Network)
+        and network.prefixlen >= 96
+        and network.subnet_of(_IPV4_MAPPED)
+    ):
+        network = ipaddress.IPv4Network(
+            (int(network.network_address) & 0xFFFFFFFF, network.prefixlen - 96)
+        )
+    if network.prefixlen == network.max_prefixlen:
+        return str(network.network_address)
+    return str(network)
+
+
+def _city_key(city: str) -> str:
+    return city.casefold()
+
+
+def normalize_policy(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate a full policy document and return its normalised copy.
+
+    Raises PolicyError listing every problem at once. The result has exactly the
+    keys of DEFAULT_POLICY.
+    """
+    errors = _Errors()
+    if not isinstance(data, Mapping):
+        errors.add(NON_FIELD_ERRORS, f"Expected an object, got {_type_name(data)}.")
+        raise PolicyError(errors)
+    for key in data:
+        if key not in DEFAULT_POLICY:
+            errors.add(str(key), "Unknown field.")
+    for key in DEFAULT_POLICY:
+        if key not in data:
+            errors.add(key, "This field is required.")
+
+    result: dict[str, Any] = {}
+    get = data.get
+    if "enabled" in data:
+        result["enabled"] = _boolean(get("enabled"), "enabled", errors)
+    if "routing" in data:
+        result["routing"] = _boolean(get("routing"), "routing", errors)
+
+    if "header" in data and (header := _fields(get("header"), "header", ("name", "value"), errors)):
+        name = _header_name(header["name"], "header.name", errors, allow_empty=True)
+        value = _string(header["value"], "header.value", errors)
+        if value is not None and _FIELD_VALUE_FORBIDDEN.search(value):
+            errors.add("header.value", "Must not contain control characters.")
+        elif name and value == "":
+            errors.add("header.value", "Required when a header name is set.")
+        result["header"] = {"name": name, "value": value}
+
+    if "ips" in data:
+        result["ips"] = _entries(get("ips"), "ips", errors, normalize_ip)
+    if "cities" in data:
+        # Matching ignores case, so "Local" and "local" are one entry.
+        result["cities"] = _entries(get("cities"), "cities", errors, _bounded, key=_city_key)
+    if "users" in data:
+        result["users"] = _entries(get("users"), "users", errors, _bounded)
+    for field in ("user_header", "city_header"):
+        if field in data:
+            result[field] = _header_name(get(field), field, errors, allow_empty=False)
+    if "percent" in data:
+        result["percent"] = _percent(get("percent"), "percent", errors)
+
+    if "versions" in data and (
+        versions := _fields(get("versions"), "versions", ("prod", "gray"), errors)
+    ):
+        prod = _string(versions["prod"], "versions.prod", errors)
+        gray = _string(versions["gray"], "versions.gray", errors)
+        for field, version in (("versions.prod", prod), ("versions.gray", gray)):
+            if version == "":
+                errors.add(field, "This field may not be blank.")
+        if prod and prod == gray:
+            errors.add("versions", f"prod and gray must be different versions (both {prod!r}).")
+        result["versions"] = {"prod": prod, "gray": gray}
+
+    if errors:
+        raise PolicyError(errors)
+    return {key: result[key] for key in DEFAULT_POLICY}
+
+
+def merge_patch(current: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """Apply PATCH semantics; the result still has to go through normalize_policy.
+
+    Top-level keys are replaced, except `header` and `versions` which are merged one
+    level deep so that {"header": {"value": "x"}} keeps the header name.
+    """
+    if not isinstance(patch, Mapping):
+        raise PolicyError({NON_FIELD_ERRORS: [f"Expected an object, got {_type_name(patch)}."]})
+    merged = copy.deepcopy(dict(current))
+    for key, value in patch.items():
+        value = copy.deepcopy(value)
+        if key in _NESTED_FIELDS and isinstance(value, Mapping):
+            base = merged.get(key)
+            if isinstance(base, Mapping):
+                value = {**base, **value}
+        merged[key] = value
+    return merged
+
+
+def canonical_json(obj: Any) -> str:
+    """One spelling per value, so equal documents give equal checksums."""
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def checksum(obj: Any) -> str:
+    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
+
+
+def diff_documents(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Structural diff for people: one entry per changed leaf, dotted field paths.
+
+    Lists are compared as sets (their order carries no meaning in a policy):
+    {"field", "added", "removed"}. Anything else: {"field", "before", "after"}.
+    A missing key compares as null (or as an empty list/object).
+    """
+    changes: list[dict[str, Any]] = []
+    _diff_into(changes, "", old or {}, new)
+    return changes
+
+
+def _diff_into(changes: list[dict[str, Any]], path: str, before: Any, after: Any) -> None:
+    if _both(before, after, Mapping):
+        before = before or {}
+        after = after or {}
+        keys = [*after, *(key for key in before if key not in after)]
+        for key in keys:
+            child = f"{path}.{key}" if path else str(key)
+            _diff_into(changes, child, before.get(key), after.get(key))
+    elif _both(before, after, list):
+        before_keys = {_item_key(item) for item in before or ()}
+        after_keys = {_item_key(item) for item in after or ()}
+        added = [item for item in after or () if _item_key(item) not in before_keys]
+        removed = [item for item in before or () if _item_key(item) not in after_keys]
+        if added or removed:
+            changes.append({"field": path, "added": added, "removed": removed})
+    elif before != after or type(before) is not type(after):
+        changes.append({"field": path, "before": before, "after": after})
+
+
+def _both(before: Any, after: Any, kind: type) -> bool:
+    """Both values are of `kind` or missing (None), and at least one is present."""
+    return (
+        (before is None or isinstance(before, kind))
+        and (after is None or isinstance(after, kind))
+        and (before is not None or after is not None)
+    )
+
+
+def _item_key(item: Any) -> tuple[bool, str]:
+    # Instances in a list are dicts (unhashable); their canonical JSON identifies them.
+    return (True, item) if isinstance(item, str) else (False, canonical_json(item))

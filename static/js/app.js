@@ -1,0 +1,57 @@
+// Small progressive enhancements; every page works without them.
+(function () {
+  "use strict";
+
+  function countLines(textarea) {
+    return textarea.value.split("\n").filter(function (l) { return l.trim() !== ""; }).length;
+  }
+
+  function bindCounts() {
+    document.querySelectorAll("[data-count-for]").forEach(function (badge) {
+      var textarea = document.getElementById(badge.dataset.countFor);
+      if (!textarea) return;
+      var update = function () {
+        var n = countLines(textarea);
+        badge.textContent = "(" + n + " entr" + (n === 1 ? "y" : "ies") + ")";
+      };
+      textarea.addEventListener("input", update);
+      update();
+    });
+  }
+
+  function bindConfirms() {
+    document.querySelectorAll("form[data-confirm]").forEach(function (form) {
+      form.addEventListener("submit", function (event) {
+        if (!window.confirm(form.dataset.confirm)) event.preventDefault();
+      });
+    });
+  }
+
+  // Live events: pages register handlers by message type on window.graylaneLive.
+  var handlers = {};
+  window.graylaneLive = {
+    on: function (type, fn) { (handlers[type] = handlers[type] || []).push(fn); },
+  };
+
+  function connectLive(delay) {
+    var url = document.body.dataset.liveUrl;
+    if (!url || !window.WebSocket) return;
+    var scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    var socket = new WebSocket(scheme + location.host + url);
+    socket.onmessage = function (event) {
+      var message = JSON.parse(event.data);
+      (handlers[message.type] || []).forEach(function (fn) { fn(message); });
+    };
+    socket.onclose = function (event) {
+      if (event.code === 4401 || event.code === 4403) return;
+      var next = Math.min((delay || 500) * 2, 10000);
+      setTimeout(function () { connectLive(next); }, next);
+    };
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    bindCounts();
+    bindConfirms();
+    if (document.querySelector("[data-live]")) connectLive();
+  });
+})();
