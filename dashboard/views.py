@@ -177,12 +177,14 @@ def service_detail(request, name):
 
 @role_required(VIEWER)
 def revisions(request):
+    load_state()
     page = Paginator(Revision.objects.defer("content"), 25).get_page(request.GET.get("page"))
     return render(request, "dashboard/revisions.html", {"page": page, "state": load_state()})
 
 
 @role_required(VIEWER)
 def revision_detail(request, n):
+    load_state()
     revision = get_object_or_404(Revision, number=n)
     return render(
         request,

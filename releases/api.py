@@ -170,6 +170,7 @@ class RevisionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         return RevisionDetailSerializer
 
     def get_queryset(self):
+        load_state()  # a fresh installation has its initial revision from the first read
         if self.action == "list":
             return Revision.objects.order_by("-number").defer("content", "diff")
         return Revision.objects.all()
@@ -177,7 +178,7 @@ class RevisionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     @extend_schema(request=RollbackSerializer, responses={201: RevisionDetailSerializer})
     @action(detail=True, methods=["post"])
     def rollback(self, request, n=None):
-        target = get_object_or_404(Revision, number=n)
+        target = get_object_or_404(self.get_queryset(), number=n)
         form = RollbackSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:

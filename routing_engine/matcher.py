@@ -2,8 +2,8 @@
 
 GrayMatcher is built once per policy revision and then asked once per request, so
 everything that can be is precomputed at build time. No rule list is ever scanned:
-users and cities live in frozensets, and all IP rules of a family are collapsed into
-disjoint sorted integer ranges searched with a single bisect.
+users and cities live in frozensets, and the IP rules of each family are collapsed
+into disjoint sorted ranges searched with a single bisect.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ _BUCKETS = 10_000
 # Addresses ::ffff:a.b.c.d (IPv4-mapped IPv6) are matched against the IPv4 rules.
 _V4_MAPPED = bytes(10) + b"\xff\xff"
 
-_LAST = {4: ipaddress.IPv4Address(2**32 - 1), 6: ipaddress.IPv6Address(2**128 - 1)}
+# What the IPv4 rules cover of each /16 block, 0 being nothing (see _v4_blocks).
+_PART, _WHOLE = 1, 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +63,8 @@ def user_bucket(user: str) -> int:
     return zlib.crc32(user.encode("utf-8", "surrogatepass")) % _BUCKETS
 
 
-def _ip_bounds(entries: Iterable[str]) -> tuple[list[bytes], list[bytes]]:
-    """Boundary lists (see _bounds) for the IPv4 and the IPv6 rules among `entries`."""
+def _ip_ranges(entries: Iterable[str]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Disjoint, sorted, non-adjacent (first, last) address ranges: IPv4, then IPv6."""
     v4: list[ipaddress.IPv4Network] = []
     v6: list[ipaddress.IPv6Network] = []
     for entry in entries:
@@ -75,29 +76,54 @@ def _ip_bounds(entries: Iterable[str]) -> tuple[list[bytes], list[bytes]]:
             v4.append(ipaddress.IPv4Network((mapped, network.prefixlen - 96)))
         else:
             v6.append(network)
-    return _bounds(v4), _bounds(v6)
+    return _merged(v4), _merged(v6)
 
 
-def _bounds(networks: list) -> list[bytes]:
-    """[start0, stop0, start1, stop1, ...] of the disjoint ranges covering `networks`.
-
-    `stop` is the first address after a range, so an address is covered exactly when
-    bisect_right() lands on an odd index: one bisect, no second lookup. The items are
-    packed addresses, because inet_pton's output then needs no conversion and, all of
-    one length, bytes compare like the numbers they spell. The stop after the very
-    last address does not fit in that length; one extra byte keeps it above them all.
-    """
-    bounds: list[bytes] = []
+def _merged(networks: list) -> list[tuple[int, int]]:
+    ranges: list[tuple[int, int]] = []
     for network in ipaddress.collapse_addresses(networks):
-        start = network.network_address.packed
-        last = network.broadcast_address
-        stop = last.packed + b"\0" if last == _LAST[last.version] else (last + 1).packed
-        if bounds and bounds[-1] == start:
+        first, last = int(network.network_address), int(network.broadcast_address)
+        if ranges and ranges[-1][1] + 1 == first:
             # collapse_addresses keeps adjacent blocks apart when they form no CIDR.
-            bounds[-1] = stop
+            ranges[-1] = (ranges[-1][0], last)
         else:
-            bounds += (start, stop)
+            ranges.append((first, last))
+    return ranges
+
+
+def _bounds(ranges: list[tuple[int, int]], size: int) -> list[bytes]:
+    """[first0, stop0, first1, stop1, ...] where `stop` is the address after a range.
+
+    An address is covered exactly when bisect_right() lands on an odd index: one
+    bisect, no second lookup. The items are packed addresses (`size` bytes): that is
+    what inet_pton returns, and bytes of one length compare like the numbers they
+    spell. The stop after the very last address does not fit in `size` bytes; one
+    more byte keeps it above every address.
+    """
+    beyond_last = b"\xff" * size + b"\x00"
+    bounds: list[bytes] = []
+    for first, last in ranges:
+        stop = last + 1
+        bounds += (
+            first.to_bytes(size),
+            stop.to_bytes(size) if stop >> 8 * size == 0 else beyond_last,
+        )
     return bounds
+
+
+def _v4_blocks(ranges: list[tuple[int, int]]) -> bytes:
+    """For each IPv4 /16 block: does nothing, part of it, or all of it match?
+
+    A 64 KiB table stays in the CPU cache, and with typical rule sets most blocks
+    match nothing, so most addresses are settled by one lookup, without the bisect
+    whose steps through a large list tend to miss the cache.
+    """
+    blocks = bytearray(0x10000)
+    for first, last in ranges:
+        for block in range(first >> 16, (last >> 16) + 1):
+            whole = first <= block << 16 and (block << 16 | 0xFFFF) <= last
+            blocks[block] = _WHOLE if whole else _PART
+    return bytes(blocks)
 
 
 class GrayMatcher:
@@ -129,8 +155,11 @@ def _compile(policy: Mapping[str, Any]) -> Callable[..., Decision]:
 
     header_key = policy["header"]["name"].lower() or None
     header_value = policy["header"]["value"]
-    v4_bounds, v6_bounds = _ip_bounds(policy["ips"])
-    has_ips = bool(v4_bounds or v6_bounds)
+    v4_ranges, v6_ranges = _ip_ranges(policy["ips"])
+    has_ips = bool(v4_ranges or v6_ranges)
+    v4_blocks = _v4_blocks(v4_ranges)
+    v4_bounds = _bounds(v4_ranges, 4)
+    v6_bounds = _bounds(v6_ranges, 16)
     cities = frozenset(city.strip().casefold() for city in policy["cities"])
     users = frozenset(policy["users"])
     city_key = policy["city_header"].lower()
@@ -143,20 +172,18 @@ def _compile(policy: Mapping[str, Any]) -> Callable[..., Decision]:
             return _BY_HEADER
         if has_ips and ip is not None:
             try:
-                if ":" in ip:
-                    packed = inet_pton(AF_INET6, ip)
-                    if packed[:12] == _V4_MAPPED:
-                        packed = packed[12:]
-                        bounds = v4_bounds
-                    else:
-                        bounds = v6_bounds
-                else:
-                    packed = inet_pton(AF_INET, ip)
-                    bounds = v4_bounds
-                if bisect_right(bounds, packed) & 1:
-                    return _BY_IP
+                packed = inet_pton(AF_INET6 if ":" in ip else AF_INET, ip)
             except (OSError, TypeError, ValueError):
-                pass  # not an address: it simply matches no rule
+                packed = b""  # not an address: it matches no rule
+            if len(packed) == 16:
+                if packed[:12] == _V4_MAPPED:
+                    packed = packed[12:]
+                elif bisect_right(v6_bounds, packed) & 1:
+                    return _BY_IP
+            if len(packed) == 4:
+                block = v4_blocks[packed[0] << 8 | packed[1]]
+                if block and (block == _WHOLE or bisect_right(v4_bounds, packed) & 1):
+                    return _BY_IP
         if cities:
             if city is None:
                 city = headers.get(city_key)

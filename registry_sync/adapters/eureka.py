@@ -59,7 +59,8 @@ def _metadata(raw: Any) -> dict[str, str]:
     return {
         str(key): value if isinstance(value, str) else json.dumps(value)
         for key, value in raw.items()
-        if key != "@class"  # an empty map is written as {"@class": "java.util.Collections$EmptyMap"}
+        if key
+        != "@class"  # an empty map is written as {"@class": "java.util.Collections$EmptyMap"}
     }
 
 
@@ -90,7 +91,9 @@ class EurekaAdapter:
         url = (base_url or "").strip().rstrip("/")
         parts = urlsplit(url)
         if not parts.scheme or not parts.netloc:
-            raise ValueError(f"Eureka base_url must look like http://host:8761/eureka, got {base_url!r}")
+            raise ValueError(
+                f"Eureka base_url must look like http://host:8761/eureka, got {base_url!r}"
+            )
         self.base_url = url
         self.snapshot_ttl = snapshot_ttl
         self._clock = clock

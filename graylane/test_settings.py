@@ -1,0 +1,19 @@
+"""Settings for the test suite: the real settings, with the environment a test run needs
+filled in when the caller did not set it (CI sets DATABASE_URL and REDIS_URL)."""
+
+import os
+
+os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
+os.environ.setdefault("DEBUG", "false")
+os.environ.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
+# Tests start what they need themselves; no background jobs inside the test process.
+os.environ.setdefault("IN_PROCESS_JOBS", "false")
+
+from graylane.settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    # A file, not shared-cache memory: threads of the concurrency and browser tests then
+    # wait on SQLite's lock (timeout above) instead of failing with "table is locked".
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}  # noqa: F405
