@@ -10,6 +10,8 @@ router = SimpleRouter()
 router.register("revisions", releases_api.RevisionViewSet, basename="revision")
 router.register("audit", releases_api.AuditViewSet, basename="audit")
 router.register("services", registry_api.ServiceViewSet, basename="service")
+router.register("instances", registry_api.InstanceViewSet, basename="instance")
+router.register("registries", registry_api.RegistryViewSet, basename="registry")
 
 urlpatterns = [
     path("policy/", releases_api.PolicyView.as_view(), name="policy"),

@@ -156,8 +156,15 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": env_str("REDIS_PREFIX", "graylane") + ":"}
 
-REGISTRY_SYNC_INTERVAL = env_float("REGISTRY_SYNC_INTERVAL", 5.0, minimum=0.5)
 DRAIN_SECONDS = env_float("DRAIN_SECONDS", 5.0)
+CELERY_BEAT_SCHEDULE = {
+    "sync-due-registries": {
+        "task": "registry_sync.tasks.sync_due_registries",
+        "schedule": 1.0,
+        # A backlog of dispatcher runs is useless: each run looks at the clock anew.
+        "options": {"expires": 1.0},
+    },
+}
 
 LOGGING = {
     "version": 1,

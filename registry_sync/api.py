@@ -3,13 +3,16 @@ from collections import Counter
 from django.db.models import Count
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
-from rest_framework import generics, mixins, viewsets
+from rest_framework import generics, mixins, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from registry_sync.models import Instance, Service
+from registry_sync.instance_actions import bring_online, take_offline
+from registry_sync.models import Instance, Registry, Service
 from registry_sync.serializers import (
     InstanceSerializer,
+    RegistrySerializer,
     ServiceSerializer,
     ServiceVersionsSerializer,
 )
@@ -92,4 +95,31 @@ class ServiceInstancesView(generics.ListAPIView):
 
     def get_queryset(self):
         service = get_object_or_404(Service, name=self.kwargs["name"])
-        return service.instances.order_by("host", "port")
+        return service.instances.select_related("service__registry").order_by("host", "port")
+
+
+class InstanceViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Take an instance out of traffic (drain, then offline) and back."""
+
+    queryset = Instance.objects.select_related("service__registry")
+    serializer_class = InstanceSerializer
+
+    @extend_schema(request=None, responses={202: InstanceSerializer})
+    @action(detail=True, methods=["post"])
+    def offline(self, request, pk=None):
+        row = take_offline(self.get_object().pk, actor=request.user.username, source="api")
+        return Response(InstanceSerializer(row).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses={202: InstanceSerializer})
+    @action(detail=True, methods=["post"])
+    def online(self, request, pk=None):
+        row = bring_online(self.get_object().pk, actor=request.user.username, source="api")
+        return Response(InstanceSerializer(row).data, status=status.HTTP_202_ACCEPTED)
+
+
+class RegistryViewSet(viewsets.ModelViewSet):
+    """Registries Graylane syncs from; admins manage them, credentials are write-only."""
+
+    queryset = Registry.objects.order_by("name")
+    serializer_class = RegistrySerializer
+    write_role = "admin"

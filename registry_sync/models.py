@@ -28,6 +28,9 @@ class Registry(models.Model):
     last_error = models.TextField(blank=True)
     last_sync_at = models.DateTimeField(null=True, blank=True)
     last_success_at = models.DateTimeField(null=True, blank=True)
+    lease_until = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="A sync holds the registry until then."
+    )
 
     class Meta:
         ordering = ["name"]
@@ -65,6 +68,7 @@ class Instance(models.Model):
 
     service = models.ForeignKey(Service, on_delete=models.CASCADE, related_name="instances")
     instance_id = models.CharField(max_length=255)
+    cluster = models.CharField(max_length=64, default="DEFAULT")
     host = models.CharField(max_length=255)
     port = models.PositiveIntegerField()
     version = models.CharField(max_length=64, blank=True)
@@ -88,3 +92,39 @@ class Instance(models.Model):
 
     def __str__(self):
         return f"{self.service.name} {self.host}:{self.port}"
+
+
+class EmbeddedInstance(models.Model):
+    """An instance registered with the embedded registry (the Nacos 1.x naming subset that
+    Graylane serves itself). Expiry follows Nacos: unhealthy after the heartbeat timeout,
+    gone after the delete timeout, both from the last beat."""
+
+    namespace = models.CharField(max_length=128, default="public")
+    group = models.CharField(max_length=128, default="DEFAULT_GROUP")
+    service = models.CharField(max_length=255)
+    cluster = models.CharField(max_length=64, default="DEFAULT")
+    ip = models.CharField(max_length=64)
+    port = models.PositiveIntegerField()
+    weight = models.FloatField(default=1.0)
+    healthy = models.BooleanField(default=True)
+    enabled = models.BooleanField(default=True)
+    ephemeral = models.BooleanField(default=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    registered_at = models.DateTimeField(auto_now_add=True)
+    last_beat = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "group", "service", "cluster", "ip", "port"],
+                name="unique_embedded_instance",
+            )
+        ]
+        indexes = [models.Index(fields=["namespace", "group", "service"])]
+
+    def __str__(self):
+        return self.instance_id
+
+    @property
+    def instance_id(self) -> str:
+        return f"{self.ip}#{self.port}#{self.cluster}#{self.group}@@{self.service}"

@@ -71,10 +71,13 @@ def _boolean(value: Any, field: str, errors: _Errors) -> bool | None:
 
 
 def _string(value: Any, field: str, errors: _Errors) -> str | None:
-    if isinstance(value, str):
-        return value.strip()
-    errors.add(field, f"Must be a string, got {_type_name(value)}.")
-    return None
+    if not isinstance(value, str):
+        errors.add(field, f"Must be a string, got {_type_name(value)}.")
+        return None
+    value = value.strip()
+    if len(value) > MAX_ENTRY_LENGTH:
+        errors.add(field, f"Must be at most {MAX_ENTRY_LENGTH} characters.")
+    return value
 
 
 def _header_name(value: Any, field: str, errors: _Errors, *, allow_empty: bool) -> str | None:
@@ -105,24 +108,25 @@ def _percent(value: Any, field: str, errors: _Errors) -> int | None:
 def _fields(
     value: Any, field: str, keys: tuple[str, ...], errors: _Errors
 ) -> dict[str, Any] | None:
-    """Check that a sub-document is an object with exactly `keys`."""
+    """Check that a sub-document is an object with exactly `keys`; return those present."""
     if not isinstance(value, Mapping):
         errors.add(field, f"Must be an object with keys {', '.join(keys)}.")
         return None
-    ok = True
     for key in value:
         if key not in keys:
             errors.add(f"{field}.{key}", "Unknown field.")
-            ok = False
     for key in keys:
         if key not in value:
             errors.add(f"{field}.{key}", "This field is required.")
-            ok = False
-    return dict(value) if ok else None
+    return {key: value[key] for key in keys if key in value}
 
 
 def _entries(
-    value: Any, field: str, errors: _Errors, clean: Callable[[str], str], key=None
+    value: Any,
+    field: str,
+    errors: _Errors,
+    clean: Callable[[str], str],
+    key: Callable[[str], str] | None = None,
 ) -> list[str] | None:
     """Validate a list of strings: strip, drop blanks, clean, de-duplicate (first seen wins).
 
@@ -203,6 +207,56 @@ def _city_key(city: str) -> str:
     return city.casefold()
 
 
+def _header(value: Any, field: str, errors: _Errors) -> dict[str, Any] | None:
+    header = _fields(value, field, ("name", "value"), errors)
+    if header is None:
+        return None
+    name = value = None
+    if "name" in header:
+        name = _header_name(header["name"], f"{field}.name", errors, allow_empty=True)
+    if "value" in header:
+        value = _string(header["value"], f"{field}.value", errors)
+    if value is not None and _FIELD_VALUE_FORBIDDEN.search(value):
+        errors.add(f"{field}.value", "Must not contain control characters.")
+    elif name and value == "":
+        errors.add(f"{field}.value", "Required when a header name is set.")
+    return {"name": name, "value": value}
+
+
+def _versions(value: Any, field: str, errors: _Errors) -> dict[str, Any] | None:
+    versions = _fields(value, field, ("prod", "gray"), errors)
+    if versions is None:
+        return None
+    found = {}
+    for key, version in versions.items():
+        found[key] = _string(version, f"{field}.{key}", errors)
+        if found[key] == "":
+            errors.add(f"{field}.{key}", "This field may not be blank.")
+    prod, gray = found.get("prod"), found.get("gray")
+    if prod and prod == gray:
+        errors.add(field, f"prod and gray must be different versions (both {prod!r}).")
+    return {"prod": prod, "gray": gray}
+
+
+def _request_header(value: Any, field: str, errors: _Errors) -> str | None:
+    return _header_name(value, field, errors, allow_empty=False)
+
+
+_VALIDATORS: dict[str, Callable[[Any, str, _Errors], Any]] = {
+    "enabled": _boolean,
+    "routing": _boolean,
+    "header": _header,
+    "ips": lambda value, field, errors: _entries(value, field, errors, normalize_ip),
+    # Matching ignores case, so "Local" and "local" are one entry.
+    "cities": lambda value, field, errors: _entries(value, field, errors, _bounded, key=_city_key),
+    "users": lambda value, field, errors: _entries(value, field, errors, _bounded),
+    "user_header": _request_header,
+    "city_header": _request_header,
+    "percent": _percent,
+    "versions": _versions,
+}
+
+
 def normalize_policy(data: Mapping[str, Any]) -> dict[str, Any]:
     """Validate a full policy document and return its normalised copy.
 
@@ -214,56 +268,17 @@ def normalize_policy(data: Mapping[str, Any]) -> dict[str, Any]:
         errors.add(NON_FIELD_ERRORS, f"Expected an object, got {_type_name(data)}.")
         raise PolicyError(errors)
     for key in data:
-        if key not in DEFAULT_POLICY:
+        if key not in _VALIDATORS:
             errors.add(str(key), "Unknown field.")
-    for key in DEFAULT_POLICY:
-        if key not in data:
+    result = {}
+    for key, validate in _VALIDATORS.items():
+        if key in data:
+            result[key] = validate(data[key], key, errors)
+        else:
             errors.add(key, "This field is required.")
-
-    result: dict[str, Any] = {}
-    get = data.get
-    if "enabled" in data:
-        result["enabled"] = _boolean(get("enabled"), "enabled", errors)
-    if "routing" in data:
-        result["routing"] = _boolean(get("routing"), "routing", errors)
-
-    if "header" in data and (header := _fields(get("header"), "header", ("name", "value"), errors)):
-        name = _header_name(header["name"], "header.name", errors, allow_empty=True)
-        value = _string(header["value"], "header.value", errors)
-        if value is not None and _FIELD_VALUE_FORBIDDEN.search(value):
-            errors.add("header.value", "Must not contain control characters.")
-        elif name and value == "":
-            errors.add("header.value", "Required when a header name is set.")
-        result["header"] = {"name": name, "value": value}
-
-    if "ips" in data:
-        result["ips"] = _entries(get("ips"), "ips", errors, normalize_ip)
-    if "cities" in data:
-        # Matching ignores case, so "Local" and "local" are one entry.
-        result["cities"] = _entries(get("cities"), "cities", errors, _bounded, key=_city_key)
-    if "users" in data:
-        result["users"] = _entries(get("users"), "users", errors, _bounded)
-    for field in ("user_header", "city_header"):
-        if field in data:
-            result[field] = _header_name(get(field), field, errors, allow_empty=False)
-    if "percent" in data:
-        result["percent"] = _percent(get("percent"), "percent", errors)
-
-    if "versions" in data and (
-        versions := _fields(get("versions"), "versions", ("prod", "gray"), errors)
-    ):
-        prod = _string(versions["prod"], "versions.prod", errors)
-        gray = _string(versions["gray"], "versions.gray", errors)
-        for field, version in (("versions.prod", prod), ("versions.gray", gray)):
-            if version == "":
-                errors.add(field, "This field may not be blank.")
-        if prod and prod == gray:
-            errors.add("versions", f"prod and gray must be different versions (both {prod!r}).")
-        result["versions"] = {"prod": prod, "gray": gray}
-
     if errors:
         raise PolicyError(errors)
-    return {key: result[key] for key in DEFAULT_POLICY}
+    return result
 
 
 def merge_patch(current: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:

@@ -72,7 +72,8 @@ class HttpTransport:
             ) from exc
         except httpx.ConnectError as exc:
             raise RegistryError(
-                f"cannot connect to {self.registry}: {method} {shown}: {str(exc) or 'connection failed'}",
+                f"cannot connect to {self.registry}: {method} {shown}: "
+                f"{str(exc) or 'connection failed'}",
                 url=shown,
             ) from exc
         except httpx.HTTPError as exc:

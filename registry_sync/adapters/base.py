@@ -52,6 +52,12 @@ class RegistryError(Exception):
 
 @runtime_checkable
 class RegistryAdapter(Protocol):
+    @property
+    def lists_disabled(self) -> bool:
+        """True if ``list_instances`` shows disabled instances too. When False, an instance
+        missing from a listing may be gone *or* only disabled: do not treat absence as gone."""
+        ...
+
     def list_services(self) -> list[str]: ...
 
     def list_instances(self, service: str) -> list[RegistryInstance]:

@@ -114,8 +114,10 @@ class NacosAdapter:
 
         False for the v1 client listing: there, an instance missing from the list may be
         gone *or* merely disabled (``enabled=false``), so absence must not be read as "gone".
+        With "auto" it is also False (the safe answer) until the first call has probed the
+        version; it never does network I/O itself. Read it after ``list_instances``.
         """
-        return self._resolve_version() == "v3"
+        return self._version == "v3"
 
     def list_services(self) -> list[str]:
         if self._resolve_version() == "v3":
@@ -284,7 +286,8 @@ class NacosAdapter:
         group, sep, name = service.rpartition(GROUP_SEPARATOR)
         if sep and group != self.group:
             raise ValueError(
-                f"service {service!r} is in group {group!r}, this adapter is bound to {self.group!r}"
+                f"service {service!r} is in group {group!r}; "
+                f"this adapter is bound to group {self.group!r}"
             )
         return name if sep else service
 
@@ -490,7 +493,7 @@ class NacosAdapter:
         # must be sent back. Read it fresh from the instance detail to narrow the race with
         # another writer; the detail call also tells us when the instance is not registered.
         detail_response = self._call("GET", "/v3/admin/ns/instance", base)
-        if self._is_not_found(detail_response) or detail_response.status_code == 404:
+        if self._is_not_found(detail_response):
             raise self._http.error(detail_response, f"failed to {what}: instance not registered")
         detail = self._v3_data(detail_response, what)
         weight = instance.weight

@@ -430,11 +430,10 @@ class FakeNacos(FakeHTTPServer):
         clusters = {c for c in clusters_param.split(",") if c}
         healthy_only = _parse_bool(request.params.get("healthyOnly"), False)
         now_ms = int(time.time() * 1000)
-        if key not in self.services:
-            if self.version == "1.x":
-                return json_reply(
-                    {"name": grouped, "clusters": clusters_param, "cacheMillis": 3000, "hosts": []}
-                )
+        if key not in self.services and self.version == "1.x":
+            return json_reply(
+                {"name": grouped, "clusters": clusters_param, "cacheMillis": 3000, "hosts": []}
+            )
         records = [
             r
             for r in self.services.get(key, {}).values()

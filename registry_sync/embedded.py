@@ -1,0 +1,229 @@
+"""The embedded registry: Nacos naming semantics over the EmbeddedInstance table, and the
+adapter the sync job uses to read it (in process, no HTTP to ourselves)."""
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from registry_sync.adapters import RegistryInstance
+from registry_sync.models import EmbeddedInstance
+
+# Nacos defaults (Constants.DEFAULT_HEART_BEAT_*), overridable per instance by the
+# preserved metadata keys, as in com.alibaba.nacos.api.naming.pojo.Instance.
+BEAT_INTERVAL_MS = 5000
+BEAT_TIMEOUT_MS = 15000
+DELETE_TIMEOUT_MS = 30000
+GROUP_SEPARATOR = "@@"
+
+
+class NamingError(ValueError):
+    """A request Nacos would answer with HTTP 400 and this text."""
+
+
+@dataclass(frozen=True)
+class InstanceKey:
+    namespace: str
+    group: str
+    service: str
+    cluster: str
+    ip: str
+    port: int
+
+    def filter(self) -> dict:
+        return {
+            "namespace": self.namespace,
+            "group": self.group,
+            "service": self.service,
+            "cluster": self.cluster,
+            "ip": self.ip,
+            "port": self.port,
+        }
+
+
+def split_service_name(service_name: str, group: str) -> tuple[str, str]:
+    """Nacos' ServiceNameFilter: `G@@svc` carries its own group."""
+    if GROUP_SEPARATOR in service_name:
+        group, service_name = service_name.split(GROUP_SEPARATOR, 1)
+    return group, service_name
+
+
+def parse_metadata(raw: str | None) -> dict:
+    """JSON object or `k1=v1,k2=v2`, as UtilsAndCommons.parseMetadata accepts."""
+    if raw is None or not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+        if isinstance(value, dict):
+            return {str(k): str(v) for k, v in value.items()}
+    except json.JSONDecodeError:
+        pass
+    result = {}
+    for pair in raw.split(","):
+        key, sep, val = pair.partition("=")
+        if not sep or not key.strip():
+            raise NamingError(f"metadata format incorrect:{raw}")
+        result[key.strip()] = val.strip()
+    return result
+
+
+def millis(metadata: dict, key: str, default: int) -> int:
+    try:
+        return int(metadata.get(key, default))
+    except (TypeError, ValueError):
+        return default
+
+
+def beat_timeout(instance: EmbeddedInstance) -> timedelta:
+    return timedelta(
+        milliseconds=millis(instance.metadata, "preserved.heart.beat.timeout", BEAT_TIMEOUT_MS)
+    )
+
+
+def delete_timeout(instance: EmbeddedInstance) -> timedelta:
+    return timedelta(
+        milliseconds=millis(instance.metadata, "preserved.ip.delete.timeout", DELETE_TIMEOUT_MS)
+    )
+
+
+def is_healthy(instance: EmbeddedInstance, now: datetime) -> bool:
+    if not instance.ephemeral:
+        return instance.healthy
+    return instance.healthy and now - instance.last_beat <= beat_timeout(instance)
+
+
+def purge_expired(namespace: str, group: str | None = None, service: str | None = None) -> int:
+    """Delete ephemeral instances whose last beat is older than their delete timeout."""
+    now = timezone.now()
+    rows = EmbeddedInstance.objects.filter(namespace=namespace, ephemeral=True)
+    if group is not None:
+        rows = rows.filter(group=group)
+    if service is not None:
+        rows = rows.filter(service=service)
+    # The shortest possible delete timeout bounds the candidates; per-instance timeouts
+    # decide in Python.
+    candidates = rows.filter(last_beat__lt=now - timedelta(milliseconds=1000))
+    expired = [i.pk for i in candidates if now - i.last_beat > delete_timeout(i)]
+    if expired:
+        EmbeddedInstance.objects.filter(pk__in=expired).delete()
+    return len(expired)
+
+
+def register(key: InstanceKey, *, weight, healthy, enabled, ephemeral, metadata) -> None:
+    EmbeddedInstance.objects.update_or_create(
+        **key.filter(),
+        defaults={
+            "weight": weight,
+            "healthy": healthy,
+            "enabled": enabled,
+            "ephemeral": ephemeral,
+            "metadata": metadata,
+            "last_beat": timezone.now(),
+        },
+    )
+
+
+def deregister(key: InstanceKey) -> None:
+    EmbeddedInstance.objects.filter(**key.filter()).delete()
+
+
+def update(key: InstanceKey, *, weight, enabled, metadata) -> None:
+    """The full update of PUT /nacos/v1/ns/instance: omitted fields take their defaults."""
+    if not EmbeddedInstance.objects.filter(
+        namespace=key.namespace, group=key.group, service=key.service
+    ).exists():
+        raise NamingError(
+            f"service not found, namespace: {key.namespace}, "
+            f"service: {key.group}{GROUP_SEPARATOR}{key.service}"
+        )
+    EmbeddedInstance.objects.filter(**key.filter()).update(
+        weight=weight, enabled=enabled, metadata=metadata
+    )
+
+
+def beat(key: InstanceKey, beat_info: dict | None) -> bool:
+    """Renew an instance; with beat info an unknown instance is registered from it, as the
+    server does. Returns False when the instance is unknown and there was nothing to
+    register it from (the client must re-register)."""
+    now = timezone.now()
+    with transaction.atomic():
+        renewed = EmbeddedInstance.objects.filter(**key.filter()).update(last_beat=now)
+        if renewed:
+            EmbeddedInstance.objects.filter(**key.filter(), ephemeral=True).update(healthy=True)
+            return True
+        if beat_info is None:
+            return False
+        register(
+            key,
+            weight=float(beat_info.get("weight", 1.0) or 1.0),
+            healthy=True,
+            enabled=True,
+            ephemeral=bool(beat_info.get("ephemeral", True)),
+            metadata={str(k): str(v) for k, v in (beat_info.get("metadata") or {}).items()},
+        )
+        return True
+
+
+def list_instances(
+    namespace: str, group: str, service: str, *, clusters=(), include_disabled: bool = False
+) -> list[EmbeddedInstance]:
+    purge_expired(namespace, group, service)
+    rows = EmbeddedInstance.objects.filter(namespace=namespace, group=group, service=service)
+    if clusters:
+        rows = rows.filter(cluster__in=clusters)
+    if not include_disabled:
+        rows = rows.filter(enabled=True)
+    return list(rows.order_by("ip", "port"))
+
+
+class EmbeddedAdapter:
+    """RegistryAdapter over the embedded registry of this installation."""
+
+    lists_disabled = True
+
+    def __init__(self, namespace: str = "public", group: str = "DEFAULT_GROUP"):
+        self.namespace = namespace or "public"
+        self.group = group or "DEFAULT_GROUP"
+
+    def list_services(self) -> list[str]:
+        purge_expired(self.namespace, self.group)
+        return sorted(
+            set(
+                EmbeddedInstance.objects.filter(
+                    namespace=self.namespace, group=self.group
+                ).values_list("service", flat=True)
+            )
+        )
+
+    def list_instances(self, service: str) -> list[RegistryInstance]:
+        now = timezone.now()
+        return [
+            RegistryInstance(
+                service=row.service,
+                instance_id=row.instance_id,
+                host=row.ip,
+                port=row.port,
+                weight=row.weight,
+                healthy=is_healthy(row, now),
+                enabled=row.enabled,
+                metadata=dict(row.metadata),
+                cluster=row.cluster,
+                status="UP" if is_healthy(row, now) else "DOWN",
+            )
+            for row in list_instances(self.namespace, self.group, service, include_disabled=True)
+        ]
+
+    def set_enabled(self, instance: RegistryInstance, enabled: bool) -> None:
+        EmbeddedInstance.objects.filter(
+            namespace=self.namespace,
+            group=self.group,
+            service=instance.service,
+            cluster=instance.cluster,
+            ip=instance.host,
+            port=instance.port,
+        ).update(enabled=enabled)
+
+    def close(self) -> None:
+        return None

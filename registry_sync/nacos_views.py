@@ -1,0 +1,209 @@
+"""The embedded registry's wire protocol: the Nacos 1.x naming Open API subset that
+clients use (register, deregister, update, heartbeat, list), with Nacos' parameter names,
+defaults, response bodies and error texts (../shared/contracts/registry-contracts.md §1.1).
+Open like a default Nacos (no auth), so existing clients work unchanged."""
+
+import json
+import time
+
+from django.http import HttpResponse, JsonResponse, QueryDict
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_http_methods
+
+from registry_sync import embedded
+from registry_sync.embedded import InstanceKey, NamingError
+
+CACHE_MILLIS = 10000
+BEAT_OK, BEAT_NOT_FOUND = 10200, 20404
+
+
+def _params(request) -> QueryDict:
+    """Servlet-style parameters: the query string merged with a form body, whatever the
+    method (Django parses the body for POST only)."""
+    params = request.GET.copy()
+    if request.method != "GET" and request.body:
+        content_type = request.content_type or ""
+        if content_type in ("", "application/x-www-form-urlencoded"):
+            for key, values in QueryDict(request.body).lists():
+                params.setlistdefault(key, []).extend(values)
+    return params
+
+
+def _required(params, name: str) -> str:
+    value = params.get(name)
+    if value is None or not value.strip():
+        raise NamingError(f"Param '{name}' is required.")
+    return value.strip()
+
+
+def _bool(params, *names: str, default: bool) -> bool:
+    for name in names:
+        if name in params:
+            return params[name].strip().lower() == "true"
+    return default
+
+
+def _key(params, *, ip=None, port=None, cluster=None) -> InstanceKey:
+    service_name = _required(params, "serviceName")
+    group, service = embedded.split_service_name(
+        service_name, params.get("groupName") or "DEFAULT_GROUP"
+    )
+    raw_port = port if port is not None else _required(params, "port")
+    try:
+        port_number = int(raw_port)
+    except (TypeError, ValueError):
+        raise NamingError(f"Param 'port' is illegal: {raw_port}") from None
+    return InstanceKey(
+        namespace=params.get("namespaceId") or "public",
+        group=group,
+        service=service,
+        cluster=cluster or params.get("clusterName") or params.get("cluster") or "DEFAULT",
+        ip=ip or _required(params, "ip"),
+        port=port_number,
+    )
+
+
+def _weight(params) -> float:
+    raw = params.get("weight") or "1"
+    try:
+        weight = float(raw)
+    except ValueError:
+        raise NamingError(f"Param 'weight' is illegal: {raw}") from None
+    if not 0.0 <= weight <= 10000.0:
+        raise NamingError("instance format invalid: The weights range from 0.0 to 10000.0")
+    return weight
+
+
+def _text(body: str, status: int = 200) -> HttpResponse:
+    return HttpResponse(body, status=status, content_type="text/plain;charset=UTF-8")
+
+
+def naming_errors(view):
+    def wrapper(request, *args, **kwargs):
+        try:
+            return view(request, *args, **kwargs)
+        except NamingError as exc:
+            return _text(str(exc), status=400)
+
+    wrapper.__name__ = view.__name__
+    return wrapper
+
+
+@csrf_exempt
+@require_http_methods(["POST", "PUT", "DELETE"])
+@naming_errors
+def instance(request):
+    params = _params(request)
+    key = _key(params)
+    if request.method == "DELETE":
+        embedded.deregister(key)
+    elif request.method == "POST":
+        embedded.register(
+            key,
+            weight=_weight(params),
+            healthy=_bool(params, "healthy", default=True),
+            enabled=_bool(params, "enabled", "enable", default=True),
+            ephemeral=_bool(params, "ephemeral", default=True),
+            metadata=embedded.parse_metadata(params.get("metadata")),
+        )
+    else:
+        embedded.update(
+            key,
+            weight=_weight(params),
+            enabled=_bool(params, "enabled", "enable", default=True),
+            metadata=embedded.parse_metadata(params.get("metadata")),
+        )
+    return _text("ok")
+
+
+@csrf_exempt
+@require_http_methods(["PUT"])
+@naming_errors
+def beat(request):
+    params = _params(request)
+    beat_info = None
+    if params.get("beat"):
+        try:
+            beat_info = json.loads(params["beat"])
+        except json.JSONDecodeError:
+            raise NamingError(f"Param 'beat' is illegal: {params['beat']}") from None
+    if beat_info:
+        key = _key(
+            params,
+            ip=beat_info.get("ip"),
+            port=beat_info.get("port"),
+            cluster=beat_info.get("cluster"),
+        )
+    else:
+        key = _key(params)
+    found = embedded.beat(key, beat_info)
+    return JsonResponse(
+        {
+            "clientBeatInterval": embedded.BEAT_INTERVAL_MS,
+            "code": BEAT_OK if found else BEAT_NOT_FOUND,
+            "lightBeatEnabled": True,
+        }
+    )
+
+
+def _host(row, now) -> dict:
+    metadata = row.metadata
+    host = {
+        "instanceId": row.instance_id,
+        "ip": row.ip,
+        "port": row.port,
+        "weight": row.weight,
+        "healthy": embedded.is_healthy(row, now),
+        "enabled": row.enabled,
+        "ephemeral": row.ephemeral,
+        "clusterName": row.cluster,
+        "serviceName": f"{row.group}@@{row.service}",
+        "metadata": metadata,
+        "instanceHeartBeatInterval": embedded.millis(
+            metadata, "preserved.heart.beat.interval", embedded.BEAT_INTERVAL_MS
+        ),
+        "instanceHeartBeatTimeOut": embedded.millis(
+            metadata, "preserved.heart.beat.timeout", embedded.BEAT_TIMEOUT_MS
+        ),
+        "ipDeleteTimeout": embedded.millis(
+            metadata, "preserved.ip.delete.timeout", embedded.DELETE_TIMEOUT_MS
+        ),
+    }
+    # Nacos reports the default id generator only when metadata is empty (NON_NULL omits it).
+    generator = metadata.get("preserved.instance.id.generator") or (None if metadata else "simple")
+    if generator:
+        host["instanceIdGenerator"] = generator
+    return host
+
+
+@require_GET
+@naming_errors
+def instance_list(request):
+    params = request.GET
+    service_name = _required(params, "serviceName")
+    group, service = embedded.split_service_name(
+        service_name, params.get("groupName") or "DEFAULT_GROUP"
+    )
+    clusters = [c for c in (params.get("clusters") or "").split(",") if c]
+    now = timezone.now()
+    rows = embedded.list_instances(
+        params.get("namespaceId") or "public", group, service, clusters=clusters
+    )
+    hosts = [_host(row, now) for row in rows]
+    if _bool(params, "healthyOnly", default=False):
+        hosts = [h for h in hosts if h["healthy"]]
+    return JsonResponse(
+        {
+            "name": f"{group}@@{service}",
+            "groupName": group,
+            "clusters": ",".join(clusters),
+            "cacheMillis": CACHE_MILLIS,
+            "hosts": hosts,
+            "lastRefTime": int(time.time() * 1000),
+            "checksum": "",
+            "allIPs": False,
+            "reachProtectionThreshold": False,
+            "valid": True,
+        }
+    )

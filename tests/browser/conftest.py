@@ -1,0 +1,159 @@
+"""Fixtures for the browser tests: the real Debian chromium, driven by Playwright's sync API,
+against pytest-django's `live_server` (a real HTTP server on loopback, in a thread).
+
+Without /usr/bin/chromium the tests skip, unless REQUIRE_BROWSER=true (CI): then they fail,
+so a CI machine that lost its browser cannot pass by skipping everything.
+"""
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+# Without the networking flags the closed network makes Chromium slow to start; --no-sandbox
+# because CI runs as root (see shared/contracts/ci-services.md).
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+PASSWORD = "browser-test-pw"
+SHOTS_DIR = Path(os.environ.get("GRAYLANE_SHOTS_DIR", "/tmp/graylane-shots"))
+# Any URL that is not on loopback: the pages must not reach out (fonts, CDNs, analytics).
+NOT_LOOPBACK = re.compile(r"^(?!(https?|wss?)://(127\.0\.0\.1|localhost|\[::1\])[:/]).+://")
+
+
+def _browser_unavailable(reason: str) -> None:
+    if os.environ.get("REQUIRE_BROWSER") == "true":
+        pytest.fail(f"{reason}, and REQUIRE_BROWSER=true: the browser tests must run.")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="package")
+def browser():
+    """One headless chromium for all the browser tests.
+
+    Package scope, not session scope: while Playwright runs, its sync API keeps an asyncio
+    loop marked as running in this thread. Stopping it when the last browser test is done
+    keeps that from leaking into tests collected after this package."""
+    if not os.path.exists(CHROMIUM):
+        _browser_unavailable(f"{CHROMIUM} is missing (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _browser_unavailable("the Python package playwright is not installed")
+
+    # Django refuses synchronous ORM calls from a thread with a running event loop
+    # (SynchronousOnlyOperation), and Playwright's loop counts as running in this thread
+    # from start() to stop(). The tests call the ORM directly (set-up, the change made
+    # behind the browser's back, the database flush after each test), never from async
+    # code, so allow it for exactly as long as Playwright runs.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    playwright = sync_playwright().start()
+    try:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+    finally:
+        playwright.stop()
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def page(browser, live_server, transactional_db):
+    """A fresh context (no cookies) and page on the live server; fails the test if a page
+    raised a JavaScript error or tried to leave loopback."""
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(5_000)
+    outside = []
+
+    def block(route):
+        outside.append(route.request.url)
+        route.abort()
+
+    context.route(NOT_LOOPBACK, block)
+    page = context.new_page()
+    js_errors = []
+    page.on("pageerror", lambda error: js_errors.append(str(error)))
+    try:
+        yield page
+    finally:
+        context.close()
+    assert not outside, f"requests outside loopback: {outside}"
+    assert not js_errors, f"JavaScript errors: {js_errors}"
+
+
+@pytest.fixture
+def make_role_user(transactional_db):
+    """`make_role_user("olga", "operator")`: a user in that role's group, password PASSWORD.
+
+    get_or_create: the groups come from a data migration, and the flush after every
+    transactional test (these all are) deletes them."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    def make(username: str, role: str):
+        user = get_user_model().objects.create_user(username=username, password=PASSWORD)
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
+        return user
+
+    return make
+
+
+@pytest.fixture
+def log_in(page):
+    """Sign in through the login form, as a person would."""
+
+    def sign_in(username: str, password: str = PASSWORD) -> None:
+        page.goto("/accounts/login/")
+        page.fill("#id_username", username)
+        page.fill("#id_password", password)
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+
+    return sign_in
+
+
+@pytest.fixture
+def screenshot(page):
+    """Save a full-page screenshot for a person to look at (not an assertion)."""
+
+    def take(name: str) -> Path:
+        SHOTS_DIR.mkdir(parents=True, exist_ok=True)
+        path = SHOTS_DIR / f"{name}.png"
+        # Assertions pass as soon as the HTML is there; the stylesheet may still be on its
+        # way, and a full-page shot measures the page at that moment.
+        page.wait_for_load_state("load")
+        page.screenshot(path=str(path), full_page=True)
+        return path
+
+    return take
+
+
+@pytest.fixture
+def seed_policy(transactional_db):
+    """The seed's gray rules: routing on, header `gray: gray-996`."""
+    from releases.api import update_policy
+
+    return update_policy(
+        {"enabled": True, "header": {"name": "gray", "value": "gray-996"}},
+        partial=True,
+        actor="seed",
+        source="api",
+        expected_revision=None,
+        comment="The seed's header rule.",
+    ).state
