@@ -53,8 +53,12 @@ def test_register_list_and_sync(client, registry):
 
 
 def test_heartbeat_keeps_an_instance_healthy_and_expiry_follows_nacos(client, registry):
-    short = {"version": "V1", "preserved.heart.beat.timeout": "1000",
-             "preserved.ip.delete.timeout": "2000", "preserved.heart.beat.interval": "500"}  # fmt: skip
+    short = {
+        "version": "V1",
+        "preserved.heart.beat.timeout": "1000",
+        "preserved.ip.delete.timeout": "2000",
+        "preserved.heart.beat.interval": "500",
+    }
     client.add_naming_instance(
         "order-app", "10.0.1.1", 7301, metadata=short, cluster_name="DEFAULT"
     )
