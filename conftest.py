@@ -1,6 +1,7 @@
 """Fixtures shared by every app's tests."""
 
 import pytest
+import pytest_asyncio
 
 
 @pytest.fixture
@@ -12,7 +13,8 @@ def make_user(db):
     def make(username: str, role: str | None = None):
         user = get_user_model().objects.create_user(username=username, password="pw-for-tests")
         if role:
-            user.groups.add(Group.objects.get(name=role))
+            # get_or_create: transactional tests flush the groups the migration made.
+            user.groups.add(Group.objects.get_or_create(name=role)[0])
         return user
 
     return make
@@ -34,3 +36,14 @@ def api(make_user):
         return c
 
     return client
+
+
+@pytest_asyncio.fixture
+async def db_thread_closer():
+    """Async tests reach the database through sync_to_async's worker thread; close that
+    thread's connection so the test database can be dropped afterwards."""
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    yield
+    await sync_to_async(connections.close_all)()

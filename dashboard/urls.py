@@ -11,6 +11,8 @@ urlpatterns = [
     path("revisions/", views.revisions, name="revisions"),
     path("revisions/<int:n>/", views.revision_detail, name="revision"),
     path("revisions/<int:n>/rollback/", views.rollback, name="rollback"),
+    path("instances/<int:pk>/offline/", views.instance_offline, name="instance-offline"),
+    path("instances/<int:pk>/online/", views.instance_online, name="instance-online"),
     path("audit/", views.audit, name="audit"),
     path("simulate/", views.simulator, name="simulator"),
 ]

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count
@@ -7,7 +8,8 @@ from django.views.decorators.http import require_POST
 from accounts.decorators import role_required
 from accounts.roles import OPERATOR, VIEWER, has_role
 from registry_sync.api import service_rows
-from registry_sync.models import Registry, Service
+from registry_sync.instance_actions import bring_online, take_offline
+from registry_sync.models import Instance, Registry, Service
 from releases.api import rollback_to, update_policy
 from releases.documents import normalize_override, policy_of, with_override
 from releases.models import AuditEntry, Revision
@@ -170,6 +172,7 @@ def service_detail(request, name):
             "form": form,
             "state": state,
             "instances": service.instances.order_by("host", "port"),
+            "drain_seconds": settings.DRAIN_SECONDS,
         },
         status=status,
     )
@@ -249,3 +252,23 @@ def simulator(request):
             "service_names": Service.objects.values_list("name", flat=True)[:500],
         },
     )
+
+
+@require_POST
+@role_required(OPERATOR)
+def instance_offline(request, pk):
+    row = get_object_or_404(Instance.objects.select_related("service"), pk=pk)
+    take_offline(row.pk, actor=request.user.username, source="ui")
+    messages.success(
+        request, f"{row.host}:{row.port} is draining; it goes offline after the drain window."
+    )
+    return redirect("dashboard:service", name=row.service.name)
+
+
+@require_POST
+@role_required(OPERATOR)
+def instance_online(request, pk):
+    row = get_object_or_404(Instance.objects.select_related("service"), pk=pk)
+    bring_online(row.pk, actor=request.user.username, source="ui")
+    messages.success(request, f"{row.host}:{row.port} is back in traffic.")
+    return redirect("dashboard:service", name=row.service.name)

@@ -157,6 +157,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": env_str("REDIS_PREFIX", "graylane") + ":"}
 
 DRAIN_SECONDS = env_float("DRAIN_SECONDS", 5.0)
+REGISTRY_TIMEOUT = env_float("REGISTRY_TIMEOUT", 3.0, minimum=0.1)
 CELERY_BEAT_SCHEDULE = {
     "sync-due-registries": {
         "task": "registry_sync.tasks.sync_due_registries",
@@ -172,5 +173,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        "django.channels.server": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+    },
 }

@@ -1,10 +1,10 @@
 """From a Registry record to the adapter that talks to it."""
 
+from django.conf import settings
+
 from registry_sync.adapters import RegistryAdapter, build_adapter
 from registry_sync.embedded import EmbeddedAdapter
 from registry_sync.models import Registry
-
-TIMEOUT_SECONDS = 3.0
 
 
 def adapter_for(registry: Registry) -> RegistryAdapter:
@@ -18,5 +18,5 @@ def adapter_for(registry: Registry) -> RegistryAdapter:
         username=registry.username,
         password=registry.password,
         api_version=registry.api_version,
-        timeout=TIMEOUT_SECONDS,
+        timeout=settings.REGISTRY_TIMEOUT,
     )

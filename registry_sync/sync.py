@@ -106,6 +106,7 @@ def sync_registry(
         summary, reapply = _apply(registry, snapshot, adapter)
         for row in reapply:
             _reapply_offline(adapter, row)
+        summary.reapplied = len(reapply)
     except RegistryError as exc:
         log.warning("Registry %s is stale: %s", registry.name, exc)
         _mark_stale(registry, exc)

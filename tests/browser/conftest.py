@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
 # Without the networking flags the closed network makes Chromium slow to start; --no-sandbox
@@ -40,14 +41,11 @@ def browser():
     """One headless chromium for all the browser tests.
 
     Package scope, not session scope: while Playwright runs, its sync API keeps an asyncio
-    loop marked as running in this thread. Stopping it when the last browser test is done
-    keeps that from leaking into tests collected after this package."""
+    loop marked as running in this thread, which breaks sync ORM calls and async tests.
+    pytest-django runs the tests without a database after the transactional ones (these),
+    so a session-scoped Playwright would still be running under all of them."""
     if not os.path.exists(CHROMIUM):
         _browser_unavailable(f"{CHROMIUM} is missing (apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _browser_unavailable("the Python package playwright is not installed")
 
     # Django refuses synchronous ORM calls from a thread with a running event loop
     # (SynchronousOnlyOperation), and Playwright's loop counts as running in this thread

@@ -12,9 +12,7 @@ def simulate(page, **fields):
         form.locator("button[type=submit]").click()
 
 
-def test_simulator_with_the_seed_header_rule(
-    page, seed_policy, make_role_user, log_in, screenshot
-):
+def test_simulator_with_the_seed_header_rule(page, seed_policy, make_role_user, log_in, screenshot):
     make_role_user("vera", "viewer")
     log_in("vera")
     page.goto("/simulate/")

@@ -23,7 +23,7 @@ class Command(BaseCommand):
             user.save()
         # One role per user keeps "what can this user do" a single answer.
         user.groups.remove(*Group.objects.filter(name__in=ROLES))
-        user.groups.add(Group.objects.get(name=role))
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
         _, key = ApiToken.objects.issue(user, name=name or "issue_token")
         verb = "Created" if created else "Updated"
         self.stderr.write(f"{verb} user {username!r} with role {role}.")

@@ -19,5 +19,5 @@ class Command(BaseCommand):
         user.is_staff = user.is_superuser = True
         user.set_password(password)
         user.save()
-        user.groups.add(Group.objects.get(name=ADMIN))
+        user.groups.add(Group.objects.get_or_create(name=ADMIN)[0])
         self.stdout.write(f"Dashboard: {url}  log in as {username} / {password}")

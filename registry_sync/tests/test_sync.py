@@ -1,0 +1,137 @@
+"""The sync against contract fakes of Nacos (1.x, 2.x, 3.x) and Eureka over loopback HTTP."""
+
+import pytest
+
+from registry_sync.fakes.eureka_fake import FakeEureka
+from registry_sync.fakes.nacos_fake import FakeNacos
+from registry_sync.instance_actions import finish_drain_now, take_offline
+from registry_sync.models import Instance, Registry
+from registry_sync.signals import routable_instances_changed
+from registry_sync.sync import SyncFailed, sync_registry
+from registry_sync.tasks import sync_one
+from releases.models import AuditEntry
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(params=["1.x", "2.x", "3.x"])
+def nacos(request):
+    with FakeNacos(version=request.param) as fake:
+        fake.add_instance("user-app", "10.0.0.1", 7201, metadata={"version": "V1"})
+        fake.add_instance("user-app", "10.0.0.2", 7201, metadata={"version": "V2"})
+        fake.add_instance("order-app", "10.0.1.1", 7301, metadata={"version": "V1"})
+        yield fake
+
+
+@pytest.fixture
+def nacos_registry(nacos):
+    return Registry.objects.create(name="nacos", kind="nacos", base_url=nacos.url)
+
+
+def states():
+    return {(i.service.name, i.host): i.state for i in Instance.objects.select_related("service")}
+
+
+def test_first_sync_adds_then_a_quiet_sync_writes_nothing(nacos_registry):
+    summary = sync_registry(nacos_registry)
+    assert (summary.added, summary.services_added) == (3, 2)
+    assert states() == {
+        ("user-app", "10.0.0.1"): "UP",
+        ("user-app", "10.0.0.2"): "UP",
+        ("order-app", "10.0.1.1"): "UP",
+    }
+    assert Instance.objects.get(host="10.0.0.2").version == "V2"
+    again = sync_registry(nacos_registry)
+    assert again.rows_written == 0 and again.unchanged == 3
+
+
+def test_changes_and_disappearances_are_written_and_rows_kept(nacos, nacos_registry):
+    sync_registry(nacos_registry)
+    nacos.add_instance("user-app", "10.0.0.2", 7201, metadata={"version": "V3"}, healthy=False)
+    nacos.remove_instance("order-app", "10.0.1.1", 7301)
+    received = []
+    routable_instances_changed.connect(lambda **kw: received.append(kw["services"]), weak=False)
+    try:
+        from django.test import TestCase
+
+        with TestCase.captureOnCommitCallbacks(execute=True):
+            summary = sync_registry(nacos_registry)
+    finally:
+        routable_instances_changed.receivers.clear()
+    assert (summary.changed, summary.gone) == (1, 1)
+    row = Instance.objects.get(host="10.0.0.2")
+    assert (row.version, row.state) == ("V3", "UNHEALTHY")
+    assert Instance.objects.get(host="10.0.1.1").state == "DOWN"
+    assert received == [["order-app", "user-app"]]
+
+
+@pytest.mark.parametrize("failure", ["status", "timeout"])
+def test_an_outage_marks_stale_changes_nothing_and_recovers(
+    nacos, nacos_registry, failure, settings
+):
+    settings.REGISTRY_TIMEOUT = 0.5
+    sync_registry(nacos_registry)
+    before = states()
+    if failure == "status":
+        nacos.fail_with(500)
+    else:
+        nacos.delay(1.0)
+    with pytest.raises(SyncFailed):
+        sync_registry(nacos_registry)
+    nacos_registry.refresh_from_db()
+    assert nacos_registry.stale and nacos_registry.last_error
+    assert states() == before
+    nacos.fail_with(None)
+    nacos.delay(0)
+    sync_one(nacos_registry.pk)  # what beat runs next
+    nacos_registry.refresh_from_db()
+    assert not nacos_registry.stale and nacos_registry.last_error == ""
+    assert states() == before
+
+
+def test_offline_is_a_partial_update_and_a_reenabled_instance_goes_out_again(
+    nacos, nacos_registry, settings
+):
+    settings.DRAIN_SECONDS = 0
+    sync_registry(nacos_registry)
+    row = Instance.objects.get(host="10.0.0.1")
+    take_offline(row.pk, actor="olga", source="api")
+    stored = nacos.instance("user-app", "10.0.0.1", 7201)
+    assert stored.enabled is False
+    assert stored.metadata == {"version": "V1"}  # a full update would have reset it
+    sync_registry(nacos_registry)
+    assert states()[("user-app", "10.0.0.1")] == "OFFLINE"  # hidden from a v1 list, not DOWN
+
+    # A re-registration enables it again in the registry (known Nacos behaviour).
+    nacos.add_instance("user-app", "10.0.0.1", 7201, metadata={"version": "V1"}, enabled=True)
+    summary = sync_registry(nacos_registry)
+    assert summary.reapplied == 1
+    assert nacos.instance("user-app", "10.0.0.1", 7201).enabled is False
+    row.refresh_from_db()
+    assert row.state == "OFFLINE" and "re-applied" in row.note
+    entry = AuditEntry.objects.filter(action="instance.offline.reapplied").get()
+    assert entry.actor == "registry-sync" and "10.0.0.1" in entry.object
+
+
+def test_draining_becomes_offline_after_the_window(nacos, nacos_registry, settings):
+    settings.DRAIN_SECONDS = 0.2
+    sync_registry(nacos_registry)
+    row = take_offline(Instance.objects.get(host="10.0.0.2").pk, actor="olga", source="api")
+    assert row.state == "DRAINING"
+    assert finish_drain_now(row.pk) is False  # still inside the window
+    import time
+
+    time.sleep(0.25)
+    assert finish_drain_now(row.pk) is True
+    assert Instance.objects.get(pk=row.pk).state == "OFFLINE"
+
+
+def test_eureka_out_of_service_is_offline():
+    with FakeEureka() as eureka:
+        eureka.add_instance("USER-APP", "user-app:10.0.0.1:7201", "10.0.0.1", 7201,
+                            metadata={"version": "V1"})  # fmt: skip
+        eureka.add_instance("USER-APP", "user-app:10.0.0.2:7201", "10.0.0.2", 7201,
+                            metadata={"version": "V2"}, status="OUT_OF_SERVICE")  # fmt: skip
+        registry = Registry.objects.create(name="eureka", kind="eureka", base_url=eureka.url)
+        sync_registry(registry)
+        assert states() == {("user-app", "10.0.0.1"): "UP", ("user-app", "10.0.0.2"): "OFFLINE"}

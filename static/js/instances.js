@@ -1,0 +1,28 @@
+// Service page: instance rows follow `instance` events from the live websocket.
+(function () {
+  "use strict";
+  var table = document.getElementById("instances");
+  if (!table || !window.graylaneLive) return;
+  var service = table.dataset.service;
+
+  function time(iso) {
+    return iso ? new Date(iso).toISOString().substring(11, 19) : "—";
+  }
+
+  window.graylaneLive.on("instance", function (event) {
+    if (event.service !== service) return;
+    var row = table.querySelector('tr[data-instance-id="' + event.id + '"]');
+    if (!row) { window.location.reload(); return; }
+    var state = row.querySelector('[data-field="state"]');
+    state.textContent = event.state;
+    state.className = "state state-" + event.state.toLowerCase();
+    row.querySelector('[data-field="note"]').textContent = event.note || "";
+    row.querySelector('[data-field="healthy"]').innerHTML = event.healthy ? "healthy" : '<span class="bad">unhealthy</span>';
+    row.querySelector('[data-field="weight"]').textContent = event.weight;
+    row.querySelector('[data-field="last_seen"]').textContent = time(event.last_seen);
+    row.querySelectorAll("form[data-show]").forEach(function (form) {
+      form.hidden = (form.dataset.show === "offline") !== Boolean(event.offline_intent);
+    });
+  });
+  window.graylaneLive.on("registry", function () { window.location.reload(); });
+})();
