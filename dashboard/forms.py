@@ -38,9 +38,12 @@ class PolicyForm(forms.Form):
 
     @classmethod
     def initial_from(cls, state) -> dict:
-        policy = policy_of(state.document)
+        return cls.fields_from_policy(policy_of(state.document), state.revision)
+
+    @staticmethod
+    def fields_from_policy(policy: dict, revision: int) -> dict:
         return {
-            "revision": state.revision,
+            "revision": revision,
             "enabled": policy["enabled"],
             "routing": policy["routing"],
             "header_name": policy["header"]["name"],

@@ -15,7 +15,7 @@ from releases.documents import normalize_override, policy_of, with_override
 from releases.models import AuditEntry, Revision
 from releases.publishing import StaleRevision, load_state, publish
 from releases.simulation import simulate
-from routing_engine import PolicyError, diff_documents, normalize_policy
+from routing_engine import PolicyError, diff_documents, normalize_policy, rebase_policy
 
 from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
 
@@ -85,17 +85,27 @@ def policy_editor(request):
 
 
 def _conflict(request, form, state, proposed):
-    """Someone published first: keep the operator's input, show what saving it now would
-    change against the latest revision, and let them publish on top of it."""
-    data = form.data.copy()
-    data["revision"] = state.revision
-    form = PolicyForm(data)
-    form.is_valid()
+    """Someone published first. The operator's edit is re-applied on top of the newer
+    revision (a three-way merge against the revision they loaded), so neither side's change
+    is lost; the diff then shows only what the operator's edit adds to the latest."""
+    loaded = Revision.objects.filter(number=form.cleaned_data["revision"]).first()
+    latest = policy_of(state.document)
+    base = policy_of(loaded.config) if loaded else latest
+    merged, clashes = rebase_policy(base, proposed, latest)
+    data = PolicyForm.fields_from_policy(merged, state.revision)
+    data["comment"] = form.cleaned_data["comment"]
+    form = PolicyForm({k: v for k, v in data.items() if v is not False})
+    if form.is_valid():
+        try:
+            normalize_policy(form.policy_data())
+        except PolicyError as exc:
+            form.add_engine_errors(exc.errors)
     context = {
         "state": state,
         "form": form,
         "conflict": state,
-        "diff": diff_documents(policy_of(state.document), proposed),
+        "clashes": clashes,
+        "diff": diff_documents(latest, merged),
     }
     return render(request, "dashboard/policy.html", context, status=409)
 

@@ -35,6 +35,7 @@ from .policy import (
     merge_patch,
     normalize_ip,
     normalize_policy,
+    rebase_policy,
 )
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "merge_patch",
     "normalize_ip",
     "normalize_policy",
+    "rebase_policy",
     "select_instances",
     "user_bucket",
 ]

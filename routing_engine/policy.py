@@ -354,3 +354,38 @@ def _both(before: Any, after: Any, kind: type) -> bool:
 def _item_key(item: Any) -> tuple[bool, str]:
     # Instances in a list are dicts (unhashable); their canonical JSON identifies them.
     return (True, item) if isinstance(item, str) else (False, canonical_json(item))
+
+
+def rebase_policy(
+    base: Mapping[str, Any], ours: Mapping[str, Any], theirs: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    """Three-way merge for an edit made on `base` while `theirs` was published meanwhile.
+
+    Fields only one side changed take that side; list entries are merged as added/removed
+    sets (both sides' additions survive); for a scalar both changed, ours wins and its
+    dotted name is returned in the clash list so the editor can point at it."""
+    merged: dict[str, Any] = {}
+    clashes: list[str] = []
+    for key in ours.keys() | theirs.keys():
+        merged[key] = _rebase_value(key, base.get(key), ours.get(key), theirs.get(key), clashes)
+    return merged, sorted(clashes)
+
+
+def _rebase_value(path: str, base: Any, ours: Any, theirs: Any, clashes: list[str]) -> Any:
+    if ours == base:
+        return theirs
+    if theirs == base or ours == theirs:
+        return ours
+    if isinstance(ours, list) and isinstance(theirs, list) and isinstance(base, list):
+        removed = {entry for entry in base if entry not in ours}
+        added = [entry for entry in ours if entry not in base and entry not in theirs]
+        return [entry for entry in theirs if entry not in removed] + added
+    if isinstance(ours, Mapping) and isinstance(theirs, Mapping) and isinstance(base, Mapping):
+        return {
+            key: _rebase_value(
+                f"{path}.{key}", base.get(key), ours.get(key), theirs.get(key), clashes
+            )  # fmt: skip
+            for key in ours.keys() | theirs.keys()
+        }
+    clashes.append(path)
+    return ours

@@ -84,15 +84,29 @@ def test_publish_creates_a_revision_from_the_ui(operator_client):
 def test_someone_saving_first_gives_a_conflict_and_loses_nothing(operator_client):
     state = load_state()
     update_policy(
-        {"cities": ["local"]}, partial=True, actor="bob", source="api", expected_revision=None
+        {"cities": ["local"], "percent": 10},
+        partial=True, actor="bob", source="api", expected_revision=None,
+    )  # fmt: skip
+    response = operator_client.post(
+        "/policy/", form_data(state, users="7", percent=20, action="save")
     )
-    response = operator_client.post("/policy/", form_data(state, users="7", action="save"))
     assert response.status_code == 409
     assert b'id="conflict"' in response.content
     assert PolicyState.objects.get().document["gray"]["cities"] == ["local"]
-    # The form now carries the newer revision; the diff shows what publishing would undo.
-    assert response.context["form"]["revision"].value() == 2
-    assert {"field": "cities", "added": [], "removed": ["local"]} in response.context["diff"]
+    # The operator's edit is rebased onto bob's revision: bob's city stays, the new user is
+    # added, and the field both changed is pointed out.
+    form = response.context["form"]
+    assert form["revision"].value() == 2
+    assert form["cities"].value() == "local" and form["users"].value() == "7"
+    assert response.context["clashes"] == ["percent"]
+    assert {"field": "users", "added": ["7"], "removed": []} in response.context["diff"]
+    assert all(change["field"] != "cities" for change in response.context["diff"])
+    published = operator_client.post(
+        "/policy/", {**form_data(load_state(), users="7", percent=20), "action": "save"}
+    )
+    assert published.status_code == 302
+    final = PolicyState.objects.get().document["gray"]
+    assert (final["cities"], final["users"], final["percent"]) == (["local"], ["7"], 20)
 
 
 def test_a_viewer_cannot_publish(client, make_user):

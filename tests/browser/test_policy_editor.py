@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -109,14 +111,19 @@ def test_a_change_published_meanwhile_gives_a_conflict_and_is_not_lost(operator_
     assert state.revision == live + 1
     assert state.document["gray"]["cities"] == ["hangzhou"]
     assert state.document["gray"]["ips"] == []
-    # The operator's input is kept, and the diff against bob's revision says that
-    # publishing this form as it is would take bob's city out again.
+    # The operator's edit is re-applied on top of bob's revision: bob's city stays in the
+    # form, the diff shows only the operator's addition, and publishing keeps both.
     expect(page.locator("#id_ips")).to_have_value("10.9.0.0/16")
+    expect(page.locator("#id_cities")).to_have_value("hangzhou")
     expect(page.locator(".page-head")).to_contain_text(f"live is revision {live + 1}")
     expect(diff_row(page, "ips").locator("td.added")).to_have_text("+ 10.9.0.0/16")
-    expect(diff_row(page, "cities").locator("td.removed")).to_have_text("− hangzhou")
+    expect(diff_row(page, "cities")).to_have_count(0)
     expect(page.locator("#save-button")).to_have_text(f"Publish revision {live + 2}")
     screenshot("policy-conflict")
+    page.click("#save-button")
+    expect(page).to_have_url(re.compile(rf"/revisions/{live + 2}/$"))
+    final = load_state().document["gray"]
+    assert (final["cities"], final["ips"]) == (["hangzhou"], ["10.9.0.0/16"])
 
 
 def test_a_viewer_sees_the_policy_read_only(page, make_role_user, log_in):
