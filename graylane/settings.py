@@ -176,5 +176,9 @@ LOGGING = {
     "loggers": {
         "django.channels.server": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        # One line per task and per beat tick every second drowns everything else.
+        "celery.app.trace": {"level": "WARNING"},
+        "celery.worker.strategy": {"level": "WARNING"},
+        "celery.beat": {"level": "WARNING"},
     },
 }

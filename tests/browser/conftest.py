@@ -1,5 +1,6 @@
 """Fixtures for the browser tests: the real Debian chromium, driven by Playwright's sync API,
-against pytest-django's `live_server` (a real HTTP server on loopback, in a thread).
+against pytest-django's `live_server` (a real HTTP server on loopback, in a thread) or, for
+tests that need websockets, the real ASGI server (`asgi_server`, daphne in a subprocess).
 
 Without /usr/bin/chromium the tests skip, unless REQUIRE_BROWSER=true (CI): then they fail,
 so a CI machine that lost its browser cannot pass by skipping everything.
@@ -8,9 +9,12 @@ so a CI machine that lost its browser cannot pass by skipping everything.
 import os
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from playwright.sync_api import sync_playwright
+
+from tests import processes
 
 CHROMIUM = "/usr/bin/chromium"
 # Without the networking flags the closed network makes Chromium slow to start; --no-sandbox
@@ -72,10 +76,52 @@ def browser():
 
 
 @pytest.fixture
-def page(browser, live_server, transactional_db):
-    """A fresh context (no cookies) and page on the live server; fails the test if a page
+def server_url(live_server):
+    """The server `page` browses: pytest-django's live server (WSGI, no websockets). A test
+    module that needs the live websocket overrides this with `asgi_server.url`."""
+    return live_server.url
+
+
+@pytest.fixture
+def asgi_server_env(tmp_path):
+    """Environment of `asgi_server`, on top of tests.processes.process_env (test database,
+    ALLOWED_HOSTS=127.0.0.1,localhost). REDIS_URL="" forces the default mode even where CI
+    sets REDIS_URL: Celery worker + beat as threads of the server process, in-memory broker
+    and channel layer, so jobs of the server reach its websockets. Override to change."""
+    return {
+        "REDIS_URL": "",
+        "IN_PROCESS_JOBS": "true",
+        "DRAIN_SECONDS": "1.5",
+        "GRAYLANE_VAR_DIR": str(tmp_path / "asgi-var"),  # the beat schedule file goes here
+        "DEBUG": "false",
+    }
+
+
+@pytest.fixture
+def asgi_server(transactional_db, tmp_path, asgi_server_env):
+    """`python -m daphne graylane.asgi:application` on a free loopback port, against the test
+    database: `.url` (use http://127.0.0.1:PORT, an allowed host, so the websocket's Origin
+    passes), `.log` (its output). transactional_db: what the test writes is committed, so
+    the server sees it; the server is stopped before that database is flushed."""
+    port = processes.free_port()
+    log = tmp_path / "daphne.log"
+    server = processes.start(
+        ["-m", "daphne", "--bind", "127.0.0.1", "--port", str(port), "graylane.asgi:application"],
+        log,
+        **asgi_server_env,
+    )
+    try:
+        processes.wait_for_port(port, server, log)
+        yield SimpleNamespace(url=f"http://127.0.0.1:{port}", log=log)
+    finally:
+        processes.stop(server)
+
+
+@pytest.fixture
+def page(browser, server_url, transactional_db):
+    """A fresh context (no cookies) and page on `server_url`; fails the test if a page
     raised a JavaScript error or tried to leave loopback."""
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
+    context = browser.new_context(base_url=server_url, viewport={"width": 1280, "height": 900})
     context.set_default_timeout(5_000)
     outside = []
 

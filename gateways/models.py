@@ -1,0 +1,109 @@
+import secrets
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import models
+
+from accounts.models import hash_token
+
+
+class GatewayQuerySet(models.QuerySet):
+    def create_with_credentials(self, **fields) -> tuple["Gateway", str, str]:
+        """Create a gateway with a new token and push secret, and return both with it: only
+        the token's hash is stored, so they are shown once."""
+        token = secrets.token_hex(20)
+        secret = secrets.token_hex(32)
+        gateway = self.create(
+            token_hash=hash_token(token), token_prefix=token[:8], push_secret=secret, **fields
+        )
+        return gateway, token, secret
+
+
+class Gateway(models.Model):
+    PULL, PUSH, NACOS = "pull", "push", "nacos"
+    MODES = [
+        (PULL, "Pull: the gateway long-polls the dashboard"),
+        (PUSH, "Push: the dashboard POSTs signed documents to the gateway"),
+        (NACOS, "Nacos: the dashboard publishes YAML to a Nacos config center"),
+    ]
+    IN_SYNC, PENDING, FAILING, STALE = "in_sync", "pending", "failing", "stale"
+    STATUSES = (IN_SYNC, PENDING, FAILING, STALE)
+
+    name = models.SlugField(max_length=64, unique=True)
+    mode = models.CharField(max_length=8, choices=MODES, default=PULL)
+    endpoint = models.URLField(
+        blank=True,
+        help_text="push: the URL documents are POSTed to; nacos: the server, "
+        "e.g. http://127.0.0.1:8848/nacos; pull: unused.",
+    )
+    data_id = models.CharField(max_length=255, default="gateway-app.yaml")
+    group = models.CharField(max_length=128, default="DEFAULT_GROUP")
+    namespace = models.CharField(max_length=128, blank=True, help_text="Nacos tenant id.")
+    yaml_prefix = models.CharField(
+        max_length=128,
+        blank=True,
+        help_text="Dotted keys the YAML is nested under, e.g. kerwin.tool for the seed's "
+        "gateway (empty: `gray` at the top).",
+    )
+    nacos_username = models.CharField(max_length=128, blank=True)
+    nacos_password = models.CharField(max_length=256, blank=True)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    token_prefix = models.CharField(max_length=8, editable=False)
+    # Kept in clear: signing needs the secret itself, not a hash of it.
+    push_secret = models.CharField(max_length=64, editable=False)
+    desired_generation = models.PositiveBigIntegerField(default=0)
+    acked_generation = models.PositiveBigIntegerField(default=0)
+    acked_at = models.DateTimeField(null=True, blank=True)
+    last_seen = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(
+        default=0, help_text="Failed delivery attempts since the last success."
+    )
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = GatewayQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def delivered_by_us(self) -> bool:
+        return self.mode in (self.PUSH, self.NACOS)
+
+    def status_at(self, current_generation: int, now: datetime) -> str:
+        """`stale` (a pull gateway not seen for GATEWAY_STALE_SECONDS) before anything else,
+        then `in_sync`, then `failing` (its last delivery errored), else `pending`."""
+        if self.mode == self.PULL:
+            seen = self.last_seen or self.created_at
+            if seen < now - timedelta(seconds=settings.GATEWAY_STALE_SECONDS):
+                return self.STALE
+        if self.acked_generation >= current_generation:
+            return self.IN_SYNC
+        if self.last_error:
+            return self.FAILING
+        return self.PENDING
+
+
+class Generation(models.Model):
+    """One generation of the gateway document. A new one is made for every policy revision
+    and every change of the routable instances; the newest is what gateways should run.
+    Older rows keep their metadata (for "behind for how long") but not their content."""
+
+    number = models.PositiveBigIntegerField(primary_key=True)
+    revision = models.PositiveIntegerField()
+    checksum = models.CharField(max_length=64)
+    content = models.TextField(
+        blank=True, help_text="The document as served (canonical JSON); newest generation only."
+    )
+    reason = models.CharField(max_length=255, blank=True)
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-number"]
+
+    def __str__(self):
+        return f"generation {self.number}"
