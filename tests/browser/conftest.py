@@ -87,8 +87,12 @@ def asgi_server_env(tmp_path):
     """Environment of `asgi_server`, on top of tests.processes.process_env (test database,
     ALLOWED_HOSTS=127.0.0.1,localhost). REDIS_URL="" forces the default mode even where CI
     sets REDIS_URL: Celery worker + beat as threads of the server process, in-memory broker
-    and channel layer, so jobs of the server reach its websockets. Override to change."""
+    and channel layer, so jobs of the server reach its websockets. The test settings, not
+    graylane.settings: the users the tests create have MD5 password hashes (the test
+    PASSWORD_HASHERS), which graylane.settings cannot check, so logging in would fail.
+    Override to change."""
     return {
+        "DJANGO_SETTINGS_MODULE": "graylane.test_settings",
         "REDIS_URL": "",
         "IN_PROCESS_JOBS": "true",
         "DRAIN_SECONDS": "1.5",
