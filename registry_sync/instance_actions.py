@@ -22,9 +22,13 @@ def _snapshot(row: Instance) -> dict:
     return {"state": row.state, "offline_intent": row.offline_intent, "enabled": row.enabled}
 
 
+def _broadcast(row: Instance) -> None:
+    broadcast("instance", {"service": row.service.name, **InstanceSerializer(row).data})
+
+
 def _announce(row: Instance) -> None:
     routable_instances_changed.send(sender=Instance, services=[row.service.name])
-    broadcast("instance", {"service": row.service.name, **InstanceSerializer(row).data})
+    _broadcast(row)
 
 
 def _tell_registry(row: Instance, enabled: bool) -> str:
@@ -44,9 +48,17 @@ def _tell_registry(row: Instance, enabled: bool) -> str:
 
 
 def take_offline(instance_pk: int, *, actor: str, source: str) -> Instance:
+    return _set_intent(instance_pk, offline=True, actor=actor, source=source)
+
+
+def bring_online(instance_pk: int, *, actor: str, source: str) -> Instance:
+    return _set_intent(instance_pk, offline=False, actor=actor, source=source)
+
+
+def _set_intent(instance_pk: int, *, offline: bool, actor: str, source: str) -> Instance:
     from registry_sync.tasks import finish_drain
 
-    drain = settings.DRAIN_SECONDS
+    drain = settings.DRAIN_SECONDS if offline else 0
     with transaction.atomic():
         row = (
             Instance.objects.select_for_update()
@@ -54,16 +66,21 @@ def take_offline(instance_pk: int, *, actor: str, source: str) -> Instance:
             .get(pk=instance_pk)
         )
         before = _snapshot(row)
-        row.offline_intent = True
-        row.enabled = False
-        row.state = Instance.DRAINING if drain > 0 else Instance.OFFLINE
-        row.drain_until = timezone.now() + timedelta(seconds=drain)
+        row.offline_intent = offline
+        row.enabled = not offline
         row.note = ""
+        if offline:
+            row.state = Instance.DRAINING if drain > 0 else Instance.OFFLINE
+            row.drain_until = timezone.now() + timedelta(seconds=drain)
+        else:
+            row.drain_until = None
+            if row.state in (Instance.DRAINING, Instance.OFFLINE):
+                row.state = Instance.UP if row.healthy else Instance.UNHEALTHY
         row.save()
         audit(
             actor=actor,
             source=source,
-            action="instance.offline",
+            action="instance.offline" if offline else "instance.online",
             object_label=f"instance {row.service.name} {row.host}:{row.port}",
             before=before,
             after=_snapshot(row),
@@ -71,7 +88,7 @@ def take_offline(instance_pk: int, *, actor: str, source: str) -> Instance:
         transaction.on_commit(lambda: _announce(row))
         if drain > 0:
             transaction.on_commit(lambda: finish_drain.apply_async((row.pk,), countdown=drain))
-    note = _tell_registry(row, enabled=False)
+    note = _tell_registry(row, enabled=not offline)
     if note:
         Instance.objects.filter(pk=row.pk).update(note=note)
         row.note = note
@@ -92,40 +109,5 @@ def finish_drain_now(instance_pk: int) -> bool:
             return False
         row.state = Instance.OFFLINE
         row.save(update_fields=["state"])
-        transaction.on_commit(
-            lambda: broadcast(
-                "instance", {"service": row.service.name, **InstanceSerializer(row).data}
-            )
-        )
+        transaction.on_commit(lambda: _broadcast(row))
     return True
-
-
-def bring_online(instance_pk: int, *, actor: str, source: str) -> Instance:
-    with transaction.atomic():
-        row = (
-            Instance.objects.select_for_update()
-            .select_related("service__registry")
-            .get(pk=instance_pk)
-        )
-        before = _snapshot(row)
-        row.offline_intent = False
-        row.enabled = True
-        row.drain_until = None
-        row.note = ""
-        if row.state in (Instance.DRAINING, Instance.OFFLINE):
-            row.state = Instance.UP if row.healthy else Instance.UNHEALTHY
-        row.save()
-        audit(
-            actor=actor,
-            source=source,
-            action="instance.online",
-            object_label=f"instance {row.service.name} {row.host}:{row.port}",
-            before=before,
-            after=_snapshot(row),
-        )
-        transaction.on_commit(lambda: _announce(row))
-    note = _tell_registry(row, enabled=True)
-    if note:
-        Instance.objects.filter(pk=row.pk).update(note=note)
-        row.note = note
-    return row

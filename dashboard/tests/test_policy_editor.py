@@ -1,6 +1,8 @@
 import pytest
 
+from dashboard.forms import PolicyForm
 from releases.api import update_policy
+from releases.documents import policy_of
 from releases.models import AuditEntry, PolicyState, Revision
 from releases.publishing import load_state
 
@@ -15,23 +17,13 @@ def operator_client(client, make_user):
 
 
 def form_data(state, **changes):
-    policy = state.document["gray"]
-    data = {
-        "revision": state.revision,
-        "enabled": "on" if policy["enabled"] else "",
-        "routing": "on" if policy["routing"] else "",
-        "header_name": policy["header"]["name"],
-        "header_value": policy["header"]["value"],
-        "ips": "\n".join(policy["ips"]),
-        "cities": "\n".join(policy["cities"]),
-        "users": "\n".join(policy["users"]),
-        "user_header": policy["user_header"],
-        "city_header": policy["city_header"],
-        "percent": policy["percent"],
-        "prod_version": state.document["versions"]["prod"],
-        "gray_version": state.document["versions"]["gray"],
-        "comment": "",
-    }
+    """What the browser posts: the editor's fields as they load, with `changes` typed in."""
+    data = PolicyForm.fields_from_policy(policy_of(state.document), state.revision)
+    data.update(
+        enabled="on" if data["enabled"] else "",
+        routing="on" if data["routing"] else "",
+        comment="",
+    )
     data.update(changes)
     return {key: value for key, value in data.items() if value != ""}
 
