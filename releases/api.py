@@ -66,6 +66,9 @@ def stale_response(state: PolicyState) -> Response:
     return with_etag(Response(body, status=status.HTTP_412_PRECONDITION_FAILED), state)
 
 
+NOT_POLICY_FIELDS = {"revision", "comment", "updated_at", "updated_by"}
+
+
 class PolicyView(APIView):
     """The gray policy: one per installation. Writes honour `If-Match: "<revision>"`."""
 
@@ -87,15 +90,15 @@ class PolicyView(APIView):
     def _write(self, request, *, partial: bool):
         if not isinstance(request.data, dict):
             raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
-        data = {k: v for k, v in request.data.items() if k not in ("revision", "comment")}
-        # Read-only fields echoed back from a GET are accepted and ignored.
-        data.pop("updated_at", None)
-        data.pop("updated_by", None)
+        # What a GET returns can be sent back as it is: the read-only fields are not policy.
+        data = {k: v for k, v in request.data.items() if k not in NOT_POLICY_FIELDS}
         comment = request.data.get("comment", "")
         if not isinstance(comment, str) or len(comment) > 500:
             raise ValidationError({"comment": ["A string of at most 500 characters."]})
         expected = header_if_match(request)
         if expected is None and isinstance(request.data.get("revision"), int):
+            # A document read, edited and sent back carries its revision: honour it like
+            # If-Match, so that round trip cannot overwrite a newer revision either.
             expected = request.data["revision"]
         try:
             result = update_policy(

@@ -156,3 +156,13 @@ def test_a_malformed_if_match_is_a_400(api):
     )
     assert response.status_code == 400
     assert "If-Match" in response.json()
+
+
+def test_a_document_sent_back_with_its_revision_cannot_overwrite_a_newer_one(api):
+    client = api("operator")
+    document = client.get("/api/v1/policy/").json()
+    client.patch("/api/v1/policy/", {"percent": 30}, format="json")
+    document["users"] = ["9"]
+    response = client.put("/api/v1/policy/", document, format="json")
+    assert response.status_code == 412
+    assert client.get("/api/v1/policy/").json()["percent"] == 30
