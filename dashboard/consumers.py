@@ -9,6 +9,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     """Pushes live events to signed-in viewers; anonymous sockets are refused."""
 
     async def connect(self):
+        # Accept, then close with a reason: a refused handshake would hide the code from
+        # the browser, which would then keep reconnecting.
+        await self.accept()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
@@ -17,7 +20,6 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4403)
             return
         await self.channel_layer.group_add(LIVE_GROUP, self.channel_name)
-        await self.accept()
 
     async def disconnect(self, code):
         await self.channel_layer.group_discard(LIVE_GROUP, self.channel_name)

@@ -61,7 +61,8 @@ def _set_intent(instance_pk: int, *, offline: bool, actor: str, source: str) -> 
     drain = settings.DRAIN_SECONDS if offline else 0
     with transaction.atomic():
         row = (
-            Instance.objects.select_for_update()
+            # of=self: PostgreSQL cannot lock the nullable side of the registry join.
+            Instance.objects.select_for_update(of=("self",))
             .select_related("service__registry")
             .get(pk=instance_pk)
         )

@@ -38,6 +38,11 @@
     if (!url || !window.WebSocket) return;
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
     var socket = new WebSocket(scheme + location.host + url);
+    // Pages refresh what they show on (re)connect: events sent while no socket was open
+    // are not replayed.
+    socket.onopen = function () {
+      (handlers.open || []).forEach(function (fn) { fn(); });
+    };
     socket.onmessage = function (event) {
       var message = JSON.parse(event.data);
       (handlers[message.type] || []).forEach(function (fn) { fn(message); });

@@ -9,8 +9,12 @@
     return iso ? new Date(iso).toISOString().substring(11, 19) : "—";
   }
 
-  window.graylaneLive.on("instance", function (event) {
-    if (event.service !== service) return;
+  // As the server renders a float (Python's str): 1 → "1.0", 0.5 → "0.5".
+  function weight(value) {
+    return Number.isInteger(value) ? value.toFixed(1) : String(value);
+  }
+
+  function show(event) {
     var row = table.querySelector('tr[data-instance-id="' + event.id + '"]');
     if (!row) { window.location.reload(); return; }
     var state = row.querySelector('[data-field="state"]');
@@ -18,11 +22,21 @@
     state.className = "state state-" + event.state.toLowerCase();
     row.querySelector('[data-field="note"]').textContent = event.note || "";
     row.querySelector('[data-field="healthy"]').innerHTML = event.healthy ? "healthy" : '<span class="bad">unhealthy</span>';
-    row.querySelector('[data-field="weight"]').textContent = event.weight;
+    row.querySelector('[data-field="weight"]').textContent = weight(event.weight);
     row.querySelector('[data-field="last_seen"]').textContent = time(event.last_seen);
     row.querySelectorAll("form[data-show]").forEach(function (form) {
       form.hidden = (form.dataset.show === "offline") !== Boolean(event.offline_intent);
     });
+  }
+
+  window.graylaneLive.on("instance", function (event) {
+    if (event.service === service) show(event);
+  });
+  window.graylaneLive.on("open", function () {
+    var url = "/api/v1/services/" + encodeURIComponent(service) + "/instances/?page_size=500";
+    fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(function (body) { if (body) body.results.forEach(show); });
   });
   window.graylaneLive.on("registry", function () { window.location.reload(); });
 })();
