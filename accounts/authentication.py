@@ -2,6 +2,7 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions
 
 from accounts.models import ApiToken, hash_token
+from gateways.auth import authenticate_gateway
 
 
 class ApiTokenAuthentication(authentication.TokenAuthentication):
@@ -20,4 +21,5 @@ class ApiTokenAuthentication(authentication.TokenAuthentication):
         return token.user, token
 
     def authenticate_other(self, key):
-        raise exceptions.AuthenticationFailed("Invalid token.")
+        # Not a user's token: a gateway's, or invalid (AuthenticationFailed).
+        return authenticate_gateway(key)

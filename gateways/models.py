@@ -51,7 +51,6 @@ class Gateway(models.Model):
     token_prefix = models.CharField(max_length=8, editable=False)
     # Kept in clear: signing needs the secret itself, not a hash of it.
     push_secret = models.CharField(max_length=64, editable=False)
-    desired_generation = models.PositiveBigIntegerField(default=0)
     acked_generation = models.PositiveBigIntegerField(default=0)
     acked_at = models.DateTimeField(null=True, blank=True)
     last_seen = models.DateTimeField(null=True, blank=True)

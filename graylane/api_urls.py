@@ -1,6 +1,6 @@
 """Every REST endpoint of the public contract (../shared/contracts/api-v1.md), one router."""
 
-from django.urls import path
+from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
 from registry_sync import api as registry_api
@@ -22,4 +22,5 @@ urlpatterns = [
         name="service-instances",
     ),
     *router.urls,
+    path("", include("gateways.api_urls")),
 ]

@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "releases",
     "registry_sync",
     "dashboard",
+    "gateways",
 ]
 
 MIDDLEWARE = [
@@ -72,6 +73,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "dashboard.context_processors.navigation",
+                "gateways.context_processors.gateways_behind",
             ],
         },
     },
@@ -144,7 +146,7 @@ if REDIS_URL:
     }
     CELERY_BROKER_URL = REDIS_URL
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "graylane.channel_layers.InProcessChannelLayer"}}
     CELERY_BROKER_URL = "memory://"
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
@@ -155,8 +157,20 @@ CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": env_str("REDIS_PREFIX", "graylane") + ":"}
+if not REDIS_URL:
+    # The in-memory broker is polled: a queued task (a gateway delivery) waits up to this long.
+    CELERY_BROKER_TRANSPORT_OPTIONS["polling_interval"] = 0.01
 
 DRAIN_SECONDS = env_float("DRAIN_SECONDS", 5.0)
+
+# Gateway config delivery (gateways/).
+GATEWAY_STALE_SECONDS = env_float("GATEWAY_STALE_SECONDS", 30.0, minimum=1.0)
+GATEWAY_BEHIND_BANNER_SECONDS = env_float("GATEWAY_BEHIND_BANNER_SECONDS", 30.0)
+GATEWAY_PUSH_TIMEOUT = env_float("GATEWAY_PUSH_TIMEOUT", 5.0, minimum=0.1)
+GATEWAY_RETRY_MAX_DELAY = env_float("GATEWAY_RETRY_MAX_DELAY", 30.0, minimum=1.0)
+GATEWAY_WAKEUP_CHANNEL = env_str("REDIS_PREFIX", "graylane") + ":gateways:generation"
+GATEWAY_SWEEP_SECONDS = max(1.0, GATEWAY_STALE_SECONDS / 3)
+
 REGISTRY_TIMEOUT = env_float("REGISTRY_TIMEOUT", 3.0, minimum=0.1)
 CELERY_BEAT_SCHEDULE = {
     "sync-due-registries": {
@@ -165,6 +179,7 @@ CELERY_BEAT_SCHEDULE = {
         # A backlog of dispatcher runs is useless: each run looks at the clock anew.
         "options": {"expires": 1.0},
     },
+    "gateways-sweep": {"task": "gateways.tasks.sweep", "schedule": GATEWAY_SWEEP_SECONDS},
 }
 
 LOGGING = {

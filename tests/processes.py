@@ -1,78 +1,162 @@
-"""Run parts of Graylane as real processes against the test database, for tests that
-need a real Celery worker or ASGI server. Each process is stopped by the caller's fixture."""
+"""Real processes for tests and benchmarks: daphne serving graylane.asgi, and
+`celery -A graylane worker`, on a database and broker of the caller's choosing.
+
+Each runs in its own session (process group), so stopping it also stops what it forked.
+"""
 
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from django.db import connection
+import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def database_url() -> str:
-    """The URL of the database the running test uses (the test database, not the real one)."""
-    db = connection.settings_dict
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{db['NAME']}"
-    user = db.get("USER") or "postgres"
-    host = db.get("HOST") or "127.0.0.1"
-    port = db.get("PORT") or 5432
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
+BASE_DIR = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
-def process_env(**extra) -> dict:
-    env = dict(os.environ)
+def database_url(settings_dict: dict) -> str:
+    """A DATABASE_URL for Django's `connection.settings_dict` (e.g. the test database)."""
+    if settings_dict["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{settings_dict['NAME']}"
+    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = settings_dict.get("PORT") or 5432
+    return f"postgres://{settings_dict['USER']}{password}@{host}:{port}/{settings_dict['NAME']}"
+
+
+def django_env(database: str, **extra: str) -> dict[str, str]:
+    """Environment for a graylane process on `database`. REDIS_URL and REDIS_PREFIX are
+    inherited; IN_PROCESS_JOBS is off unless `extra` turns it on."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PYTEST_", "DJANGO_")) and key != "DATABASE_URL"
+    }
     env.update(
         DJANGO_SETTINGS_MODULE="graylane.settings",
-        DATABASE_URL=database_url(),
+        DATABASE_URL=database,
         SECRET_KEY="test-only-secret-key",
+        DEBUG="false",
         ALLOWED_HOSTS="127.0.0.1,localhost",
-        PYTHONUNBUFFERED="1",
+        IN_PROCESS_JOBS="false",
+        GRAYLANE_VAR_DIR=str(Path(tempfile.gettempdir()) / "graylane-subprocesses"),
+        LOG_LEVEL="WARNING",
     )
-    env.update({key: str(value) for key, value in extra.items()})
+    env.update(extra)
     return env
 
 
-def start(args: list[str], log: Path, **env) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, *args],
-        cwd=ROOT,
-        env=process_env(**env),
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+class Process:
+    """A child process in its own session, with its output in a log file."""
+
+    ready_timeout = 30.0
+
+    def __init__(self, args: list[str], env: dict[str, str]):
+        self.args = args
+        self.env = env
+        self.log_path = Path(tempfile.mkstemp(prefix="graylane-", suffix=".log")[1])
+        self.popen: subprocess.Popen | None = None
+
+    def start(self):
+        with open(self.log_path, "wb") as log:
+            self.popen = subprocess.Popen(
+                self.args,
+                cwd=BASE_DIR,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + self.ready_timeout
+        while not self.is_ready():
+            if self.popen.poll() is not None or time.monotonic() > deadline:
+                log = self.log()
+                self.stop()
+                raise RuntimeError(f"{self.args[:4]} did not start:\n{log}")
+            time.sleep(0.05)
+        return self
+
+    def is_ready(self) -> bool:
+        raise NotImplementedError
+
+    def log(self) -> str:
+        if not self.log_path.exists():
+            return ""
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def kill(self) -> None:
+        """SIGKILL the process and everything it forked, without any chance to clean up."""
+        if self.popen is not None and self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(5)
+
+    def stop(self) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.log_path.unlink(missing_ok=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
 
 
-def stop(process: subprocess.Popen, sig=signal.SIGTERM, timeout: float = 10) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, sig)
+class DaphneServer(Process):
+    def __init__(self, env: dict[str, str]):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
+        super().__init__([*args, "graylane.asgi:application"], env)
+
+    def is_ready(self) -> bool:
         try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout)
+            return httpx.get(self.url + "/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def threads(self) -> int:
+        """How many threads the server process runs now."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+        raise RuntimeError("no Threads line in /proc status")
 
 
-def wait_for_port(port: int, process: subprocess.Popen, log: Path, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"process exited: {log.read_text()[-2000:]}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"port {port} never opened: {log.read_text()[-2000:]}")
+class CeleryWorker(Process):
+    def __init__(
+        self,
+        env: dict[str, str],
+        *,
+        pool: str = "threads",
+        concurrency: int = 4,
+        beat: bool = False,
+    ):
+        args = [sys.executable, "-m", "celery", "-A", "graylane", "worker", "--loglevel=INFO"]
+        args += [f"--pool={pool}", f"--concurrency={concurrency}"]
+        if beat:
+            schedule = Path(env.get("GRAYLANE_VAR_DIR", tempfile.gettempdir())) / "beat-schedule"
+            args += ["--beat", "--schedule", str(schedule)]
+        args += ["--without-heartbeat", "--without-mingle", "--without-gossip"]
+        super().__init__(args, {**env, "LOG_LEVEL": "INFO"})  # INFO: "ready." is how we know
+
+    def is_ready(self) -> bool:
+        return " ready." in self.log()

@@ -8,6 +8,7 @@ import time
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.db import connection
 
 from dashboard.consumers import LiveConsumer
 from registry_sync.fakes.nacos_fake import FakeNacos
@@ -96,12 +97,13 @@ async def test_a_real_worker_syncs_and_the_change_arrives_within_one_interval(ma
         await Registry.objects.acreate(
             name="nacos", kind="nacos", base_url=nacos.url, sync_interval=interval
         )
-        log = tmp_path / "worker.log"
-        worker = await sync_to_async(processes.start)(
-            ["-m", "celery", "-A", "graylane", "worker", "-B", "--pool=solo", "--loglevel=INFO",
-             "--without-mingle", "--without-gossip", "--schedule", str(tmp_path / "beat")],
-            log,
-        )  # fmt: skip
+        env = processes.django_env(
+            processes.database_url(connection.settings_dict),
+            GRAYLANE_VAR_DIR=str(tmp_path),  # the beat schedule file
+            LOG_LEVEL="INFO",
+        )
+        worker = processes.CeleryWorker({**env}, pool="solo", concurrency=1, beat=True)
+        await sync_to_async(worker.start)()
         communicator = await connect(viewer)
         try:
             first = await next_instance_event(communicator, timeout=30)  # the worker is up
@@ -113,7 +115,7 @@ async def test_a_real_worker_syncs_and_the_change_arrives_within_one_interval(ma
             took = time.monotonic() - changed_at
             assert event["host"] == "10.0.0.2" and event["version"] == "V2"
             # One interval, plus the one-second granularity of the beat dispatcher.
-            assert took <= interval + 1.0, (took, log.read_text()[-2000:])
+            assert took <= interval + 1.0, (took, worker.log())
         finally:
             await communicator.disconnect()
-            processes.stop(worker)
+            await sync_to_async(worker.stop)()

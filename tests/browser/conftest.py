@@ -9,9 +9,9 @@ so a CI machine that lost its browser cannot pass by skipping everything.
 import os
 import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+from django.db import connection
 from playwright.sync_api import sync_playwright
 
 from tests import processes
@@ -84,41 +84,31 @@ def server_url(live_server):
 
 @pytest.fixture
 def asgi_server_env(tmp_path):
-    """Environment of `asgi_server`, on top of tests.processes.process_env (test database,
-    ALLOWED_HOSTS=127.0.0.1,localhost). REDIS_URL="" forces the default mode even where CI
-    sets REDIS_URL: Celery worker + beat as threads of the server process, in-memory broker
-    and channel layer, so jobs of the server reach its websockets. The test settings, not
-    graylane.settings: the users the tests create have MD5 password hashes (the test
-    PASSWORD_HASHERS), which graylane.settings cannot check, so logging in would fail.
-    Override to change."""
+    """Environment of `asgi_server` on top of tests.processes.django_env. REDIS_URL="" forces
+    the default mode even where CI sets REDIS_URL: Celery worker + beat as threads of the
+    server process, in-memory broker and channel layer, so jobs of the server reach its
+    websockets. The test settings, not graylane.settings: the users the tests create have
+    MD5 password hashes (the test PASSWORD_HASHERS), which graylane.settings cannot check,
+    so logging in would fail. Override to change."""
     return {
         "DJANGO_SETTINGS_MODULE": "graylane.test_settings",
         "REDIS_URL": "",
         "IN_PROCESS_JOBS": "true",
         "DRAIN_SECONDS": "1.5",
         "GRAYLANE_VAR_DIR": str(tmp_path / "asgi-var"),  # the beat schedule file goes here
-        "DEBUG": "false",
+        "LOG_LEVEL": "INFO",
     }
 
 
 @pytest.fixture
-def asgi_server(transactional_db, tmp_path, asgi_server_env):
-    """`python -m daphne graylane.asgi:application` on a free loopback port, against the test
-    database: `.url` (use http://127.0.0.1:PORT, an allowed host, so the websocket's Origin
-    passes), `.log` (its output). transactional_db: what the test writes is committed, so
-    the server sees it; the server is stopped before that database is flushed."""
-    port = processes.free_port()
-    log = tmp_path / "daphne.log"
-    server = processes.start(
-        ["-m", "daphne", "--bind", "127.0.0.1", "--port", str(port), "graylane.asgi:application"],
-        log,
-        **asgi_server_env,
-    )
-    try:
-        processes.wait_for_port(port, server, log)
-        yield SimpleNamespace(url=f"http://127.0.0.1:{port}", log=log)
-    finally:
-        processes.stop(server)
+def asgi_server(transactional_db, asgi_server_env):
+    """daphne serving graylane.asgi on a free loopback port, against the test database:
+    `.url` (http://127.0.0.1:PORT, an allowed host, so the websocket's Origin passes),
+    `.log()` (its output). transactional_db: what the test writes is committed, so the
+    server sees it; the server is stopped before that database is flushed."""
+    env = processes.django_env(processes.database_url(connection.settings_dict), **asgi_server_env)
+    with processes.DaphneServer(env) as server:
+        yield server
 
 
 @pytest.fixture

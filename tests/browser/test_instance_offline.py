@@ -48,7 +48,7 @@ def user_app(transactional_db):
 
 
 def server_log_tail(server) -> str:
-    return "daphne's log ends with:\n" + server.log.read_text()[-3000:]
+    return "daphne's log ends with:\n" + server.log()[-3000:]
 
 
 def instance_row(page, address: str):

@@ -1,0 +1,47 @@
+"""The gateway document (contract "What gateways get"), built from the live policy and the
+routable instances. It is built once per generation (gateways/generation.py), never per
+request.
+
+    {"generation", "revision", "checksum",
+     "gray": {the policy's rules, without versions},
+     "versions": {"prod", "gray"},                  # the defaults, for services not listed
+     "services": {name: {"prod", "gray", "instances": [{id, host, port, version, weight}]}}}
+
+`checksum` is the sha256 of the canonical JSON of `gray`, `versions` and `services`, so two
+generations that route the same way have the same checksum and a gateway may skip reloading.
+`services` lists every service the registries know plus every service with a version
+override, even with no routable instance: a gateway can then tell "no instance up" (503)
+from "no such service" (404). `instances` are the routable ones only (state UP).
+"""
+
+from registry_sync.models import Instance, Service
+from releases.documents import effective_versions
+from releases.publishing import load_state
+from routing_engine import ROUTABLE_STATE, checksum
+
+
+def build_document(generation: int) -> dict:
+    state = load_state()
+    policy = state.document
+    instances: dict[str, list[dict]] = {}
+    rows = (
+        Instance.objects.filter(state=ROUTABLE_STATE)
+        .order_by("service__name", "instance_id")
+        .values_list("service__name", "instance_id", "host", "port", "version", "weight")
+    )
+    for service, instance_id, host, port, version, weight in rows:
+        instances.setdefault(service, []).append(
+            {"id": instance_id, "host": host, "port": port, "version": version, "weight": weight}
+        )
+    names = set(Service.objects.values_list("name", flat=True)) | set(policy["services"])
+    services = {}
+    for name in sorted(names | set(instances)):
+        prod, gray = effective_versions(policy, name)
+        services[name] = {"prod": prod, "gray": gray, "instances": instances.get(name, [])}
+    content = {"gray": policy["gray"], "versions": policy["versions"], "services": services}
+    return {
+        "generation": generation,
+        "revision": state.revision,
+        "checksum": checksum(content),
+        **content,
+    }

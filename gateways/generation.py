@@ -1,0 +1,172 @@
+"""The generation counter and this process's copy of the newest gateway document.
+
+A bump builds the document once and stores it; every gateway, pulled or pushed, gets those
+same bytes. Bumps run one at a time and each reads the state after the previous one
+committed, so a higher generation never carries older state than a lower one.
+"""
+
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from gateways.documents import build_document
+from gateways.models import Gateway, Generation
+from routing_engine import canonical_json
+
+log = logging.getLogger(__name__)
+
+# Generations older than this lose their row, except the newest of them: "behind since
+# when" needs the generation that was current at any moment a gateway may still be behind.
+HISTORY = timedelta(days=1)
+# Key of the PostgreSQL advisory lock that serialises bumps ("gwgen" in ASCII).
+_BUMP_LOCK = 0x6777_6765_6E
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    number: int
+    created_at: datetime  # with the number, tells generations apart across a database reset
+    body: bytes  # the document exactly as served and pushed
+
+
+_cached: Snapshot | None = None
+_cache_lock = threading.Lock()
+
+
+def _remember(snapshot: Snapshot) -> None:
+    global _cached
+    with _cache_lock:
+        # Two bumps' after-commit hooks may run out of order; keep the newer.
+        if _cached is None or (snapshot.number, snapshot.created_at) > (
+            _cached.number,
+            _cached.created_at,
+        ):
+            _cached = snapshot
+
+
+def _newest() -> tuple[int, datetime] | None:
+    return Generation.objects.order_by("-number").values_list("number", "created_at").first()
+
+
+def newest_number() -> int:
+    """The current generation's number (the first generation is made on first use)."""
+    newest = _newest()
+    return newest[0] if newest is not None else bump("first use", only_if_none=True)
+
+
+def current() -> Snapshot:
+    """The newest generation. Reads which one it is from the database; the bytes come from
+    this process's copy when it has that generation."""
+    global _cached
+    newest = _newest()
+    if newest is None:
+        bump("first use", only_if_none=True)
+        newest = _newest()
+    cached = _cached
+    if cached is not None and (cached.number, cached.created_at) == newest:
+        return cached
+    with _cache_lock:
+        if _cached is not None and (_cached.number, _cached.created_at) == newest:
+            return _cached
+        # A bump may have blanked this row's content meanwhile: then take the newer one.
+        number, created_at, content = (
+            Generation.objects.filter(number__gte=newest[0])
+            .order_by("-number")
+            .values_list("number", "created_at", "content")
+            .first()
+        )
+        _cached = Snapshot(number, created_at, content.encode())
+        return _cached
+
+
+def bump(reason: str, *, only_if_none: bool = False) -> int:
+    """Make a new generation from the live state; returns its number. After commit, pollers
+    are woken and deliveries to push and Nacos gateways are queued."""
+    with transaction.atomic():
+        _serialise_bumps()
+        latest = Generation.objects.order_by("-number").values_list("number", flat=True).first()
+        if only_if_none and latest is not None:
+            return latest
+        number = (latest or 0) + 1
+        document = build_document(number)
+        body = canonical_json(document)
+        now = timezone.now()
+        Generation.objects.create(
+            number=number,
+            revision=document["revision"],
+            checksum=document["checksum"],
+            content=body,
+            reason=reason[:255],
+            created_at=now,
+        )
+        Generation.objects.filter(number__lt=number).exclude(content="").update(content="")
+        _prune(now)
+        snapshot = Snapshot(number, now, body.encode())
+        transaction.on_commit(lambda: _announce(snapshot))
+    log.info("Gateway document generation %s (%s).", number, reason)
+    return number
+
+
+def _serialise_bumps() -> None:
+    # PostgreSQL: a lock held until this transaction ends. SQLite needs none: its
+    # transactions start IMMEDIATE (settings), which takes the database's write lock.
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_BUMP_LOCK])
+
+
+def _prune(now: datetime) -> None:
+    oldest_kept = (
+        Generation.objects.filter(created_at__lte=now - HISTORY)
+        .order_by("-number")
+        .values_list("number", flat=True)
+        .first()
+    )
+    if oldest_kept is not None:
+        Generation.objects.filter(number__lt=oldest_kept).delete()
+
+
+def _announce(snapshot: Snapshot) -> None:
+    from gateways import delivery, live, wakeup
+
+    _remember(snapshot)
+    # Pollers first: they answer from memory. Then the queued deliveries, then the page.
+    wakeup.announce(snapshot)
+    delivery.enqueue(snapshot.number)
+    live.all_changed()
+
+
+def behind_for_longer_than(seconds: float, now: datetime | None = None) -> int:
+    """How many gateways have been behind the current generation for more than `seconds`:
+    those older than that whose ack is below the generation that was current back then."""
+    since = (now or timezone.now()) - timedelta(seconds=seconds)
+    then_current = (
+        Generation.objects.filter(created_at__lte=since)
+        .order_by("-number")
+        .values_list("number", flat=True)
+        .first()
+    )
+    if then_current is None:
+        return 0
+    return Gateway.objects.filter(acked_generation__lt=then_current, created_at__lte=since).count()
+
+
+def on_revision_published(sender, revision, **kwargs) -> None:
+    _bump_after_change(f"revision {revision.number}")
+
+
+def on_routable_instances_changed(sender, services, **kwargs) -> None:
+    _bump_after_change("instances of " + ", ".join(sorted(services)))
+
+
+def _bump_after_change(reason: str) -> None:
+    # These run after the change committed: failing here would fail a request whose change
+    # is already saved. The periodic sweep (gateways.tasks) repairs a missed bump.
+    try:
+        bump(reason)
+    except Exception:
+        log.exception("Could not make a new gateway generation (%s).", reason)

@@ -1,0 +1,72 @@
+"""Gateway status on the live stream: a `gateway` message with the gateway's API fields
+whenever its status may have changed (new generation, poll, ack, delivery attempt).
+
+Events are coalesced and sent by a background thread COALESCE_SECONDS later: a new
+generation changes every gateway at once, and building and sending 50 messages inside the
+publish request and the deliveries would delay the very acks the page is about. Several
+changes of one gateway within the window make one message with its latest state.
+"""
+
+import logging
+import os
+import threading
+import time
+
+from django.db import close_old_connections
+from django.utils import timezone
+
+from dashboard import live as dashboard_live
+from gateways.models import Gateway
+
+log = logging.getLogger(__name__)
+COALESCE_SECONDS = 0.2
+
+_lock = threading.Lock()
+_changed: set[int] = set()
+_wake = threading.Event()
+_sender: tuple[int, threading.Thread] | None = None  # (pid, thread): restarted after a fork
+
+
+def changed(*gateway_ids: int) -> None:
+    """Announce, soon, the current state of these gateways."""
+    global _sender
+    with _lock:
+        _changed.update(gateway_ids)
+        if _sender is None or _sender[0] != os.getpid() or not _sender[1].is_alive():
+            thread = threading.Thread(target=_send_forever, name="gateway-live", daemon=True)
+            _sender = (os.getpid(), thread)
+            thread.start()
+    _wake.set()
+
+
+def all_changed() -> None:
+    changed(*Gateway.objects.values_list("pk", flat=True))
+
+
+def _send_forever() -> None:
+    while True:
+        _wake.wait()
+        time.sleep(COALESCE_SECONDS)
+        with _lock:
+            _wake.clear()
+            ids = set(_changed)
+            _changed.clear()
+        try:
+            _send(ids)
+        except Exception:
+            # The page is a view of the database; a lost event must not stop later ones.
+            log.exception("Could not broadcast the status of gateways %s.", sorted(ids))
+
+
+def _send(ids: set[int]) -> None:
+    from gateways.generation import newest_number
+    from gateways.serializers import GatewaySerializer
+
+    close_old_connections()
+    try:
+        context = {"generation": newest_number(), "now": timezone.now()}
+        gateways = Gateway.objects.filter(pk__in=ids)
+        for fields in GatewaySerializer(gateways, many=True, context=context).data:
+            dashboard_live.broadcast("gateway", dict(fields))
+    finally:
+        close_old_connections()

@@ -1,0 +1,118 @@
+import re
+
+from rest_framework import serializers
+
+from gateways.models import Gateway
+
+# Nacos ParamUtils.validChars: letters, digits and _ - . : (registry-contracts.md §1.4).
+NACOS_NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
+YAML_PREFIX = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+# What a change must redeliver: where and how the gateway gets its document.
+DELIVERY_FIELDS = (
+    "mode",
+    "endpoint",
+    "data_id",
+    "group",
+    "namespace",
+    "yaml_prefix",
+    "nacos_username",
+    "nacos_password",
+)
+
+
+class GatewaySerializer(serializers.ModelSerializer):
+    """The contract's fields (name, mode, endpoint, status, desired_generation,
+    acked_generation, last_seen, last_error) and more. Needs `generation` (the current one)
+    and `now` in its context."""
+
+    status = serializers.SerializerMethodField()
+    desired_generation = serializers.SerializerMethodField()
+    endpoint = serializers.URLField(required=False, allow_blank=True, max_length=200)
+    nacos_password = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, max_length=256
+    )
+
+    class Meta:
+        model = Gateway
+        fields = [
+            "name",
+            "mode",
+            "endpoint",
+            "status",
+            "desired_generation",
+            "acked_generation",
+            "last_seen",
+            "last_error",
+            "attempts",
+            "acked_at",
+            "last_attempt_at",
+            "token_prefix",
+            "data_id",
+            "group",
+            "namespace",
+            "yaml_prefix",
+            "nacos_username",
+            "nacos_password",
+            "created_at",
+        ]
+        read_only_fields = [
+            "acked_generation",
+            "last_seen",
+            "last_error",
+            "attempts",
+            "acked_at",
+            "last_attempt_at",
+            "token_prefix",
+            "created_at",
+        ]
+
+    def get_status(self, gateway: Gateway) -> str:
+        return gateway.status_at(self.context["generation"], self.context["now"])
+
+    def get_desired_generation(self, gateway: Gateway) -> int:
+        # Every gateway should run the current generation.
+        return self.context["generation"]
+
+    def validate_endpoint(self, value: str) -> str:
+        if value and not value.lower().startswith(("http://", "https://")):
+            raise serializers.ValidationError("An http:// or https:// URL.")
+        return value
+
+    def _nacos_name(self, value: str, *, blank: bool = False) -> str:
+        if (value or not blank) and not NACOS_NAME.match(value):
+            raise serializers.ValidationError("Letters, digits and _ - . : only.")
+        return value
+
+    def validate_data_id(self, value: str) -> str:
+        return self._nacos_name(value)
+
+    def validate_group(self, value: str) -> str:
+        return self._nacos_name(value)
+
+    def validate_namespace(self, value: str) -> str:
+        return self._nacos_name(value, blank=True)
+
+    def validate_yaml_prefix(self, value: str) -> str:
+        if value and not YAML_PREFIX.match(value):
+            raise serializers.ValidationError("Dotted keys, e.g. kerwin.tool.")
+        return value
+
+    def validate(self, attrs: dict) -> dict:
+        instance = self.instance
+        mode = attrs.get("mode", instance.mode if instance else Gateway.PULL)
+        endpoint = attrs.get("endpoint", instance.endpoint if instance else "")
+        if mode != Gateway.PULL and not endpoint:
+            raise serializers.ValidationError(
+                {"endpoint": [f"A {mode} gateway needs an endpoint."]}
+            )
+        return attrs
+
+
+class CreatedGatewaySerializer(GatewaySerializer):
+    """The answer to a create: the only time the token and the push secret are shown."""
+
+    token = serializers.CharField(read_only=True)
+    push_secret = serializers.CharField(read_only=True)
+
+    class Meta(GatewaySerializer.Meta):
+        fields = [*GatewaySerializer.Meta.fields, "token", "push_secret"]

@@ -1,0 +1,27 @@
+// Live updates of the gateways page from `gateway` events (static/js/app.js connects).
+(function () {
+  "use strict";
+  var badges = JSON.parse(document.getElementById("gateway-badges").textContent);
+
+  function shown(field, value) {
+    if (field === "last_seen") return value ? value.replace("T", " ").slice(0, 19) : "never";
+    if (field === "last_error") return value.length > 200 ? value.slice(0, 199) + "…" : value;
+    return String(value);
+  }
+
+  window.graylaneLive.on("gateway", function (event) {
+    var row = document.querySelector('tr[data-gateway="' + CSS.escape(event.name) + '"]');
+    if (!row) {
+      window.location.reload(); // a gateway created meanwhile
+      return;
+    }
+    row.querySelectorAll("[data-field]").forEach(function (cell) {
+      var field = cell.dataset.field;
+      if (field in event) cell.textContent = shown(field, event[field]);
+    });
+    var status = row.querySelector('[data-field="status"]');
+    status.className = "state " + (badges[event.status] || "");
+    var current = document.getElementById("current-generation");
+    current.textContent = String(Math.max(Number(current.textContent), event.desired_generation));
+  });
+})();

@@ -1,0 +1,60 @@
+"""Celery tasks: deliveries to push and Nacos gateways, and a periodic sweep."""
+
+from datetime import timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.db import OperationalError
+from django.db.models import Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from gateways import delivery, generation, live
+from gateways.documents import build_document
+from gateways.errors import DeliveryError
+from gateways.models import Gateway, Generation
+
+
+@shared_task(
+    acks_late=True,  # a worker killed mid-delivery leaves the task to another worker
+    reject_on_worker_lost=True,
+    autoretry_for=(DeliveryError, OperationalError),
+    retry_backoff=True,
+    retry_backoff_max=int(settings.GATEWAY_RETRY_MAX_DELAY),
+    retry_jitter=True,
+    max_retries=None,  # until delivered, or superseded by a newer generation's delivery
+)
+def deliver(gateway_id: int, generation: int) -> str:
+    return delivery.deliver(gateway_id, generation)
+
+
+@shared_task
+def sweep() -> None:
+    """Every GATEWAY_SWEEP_SECONDS (beat), what no event announces: a bump that failed
+    after its change committed, a delivery whose task was lost (an in-memory broker
+    restarted), a pull gateway turning stale."""
+    now = timezone.now()
+    newest = Generation.objects.order_by("-number").first()
+    if newest is None:
+        return
+    rebuilt = build_document(newest.number)
+    if (rebuilt["revision"], rebuilt["checksum"]) != (newest.revision, newest.checksum):
+        generation.bump("repair: the live state differs from the newest generation")
+        return  # the bump queues deliveries and updates the page itself
+    forgotten_before = now - timedelta(
+        seconds=2 * settings.GATEWAY_RETRY_MAX_DELAY + settings.GATEWAY_PUSH_TIMEOUT
+    )
+    forgotten = Gateway.objects.filter(
+        mode__in=(Gateway.PUSH, Gateway.NACOS), acked_generation__lt=newest.number
+    ).filter(
+        Q(last_attempt_at__lt=forgotten_before)
+        | Q(last_attempt_at__isnull=True, created_at__lt=forgotten_before)
+    )
+    delivery.enqueue(newest.number, list(forgotten.values_list("pk", flat=True)))
+    stale_since = now - timedelta(seconds=settings.GATEWAY_STALE_SECONDS)
+    turned_stale = Gateway.objects.annotate(seen=Coalesce("last_seen", "created_at")).filter(
+        mode=Gateway.PULL,
+        seen__lt=stale_since,
+        seen__gte=stale_since - timedelta(seconds=settings.GATEWAY_SWEEP_SECONDS + 1),
+    )
+    live.changed(*turned_stale.values_list("pk", flat=True))

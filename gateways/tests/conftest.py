@@ -1,0 +1,55 @@
+import time
+
+import pytest
+from django.db import connection
+
+from gateways.models import Gateway
+from tests.processes import DaphneServer, database_url, django_env
+
+
+def wait_until(predicate, timeout: float = 10.0, what: str = "the condition"):
+    """Poll `predicate` until it returns something truthy; that value, or fail."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"Timed out after {timeout:g}s waiting for {what}.")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def make_gateway(db):
+    """`make_gateway("gw-1", "push", "http://...")` -> (gateway, token, push secret)."""
+
+    def make(name: str = "gw-1", mode: str = Gateway.PULL, endpoint: str = "", **fields):
+        return Gateway.objects.create_with_credentials(
+            name=name, mode=mode, endpoint=endpoint, **fields
+        )
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def celery_worker(django_db_setup, django_db_blocker):
+    """A Celery worker in this process, on the configured broker (Redis, or memory://), for
+    a whole test module: stopping one takes seconds. Its tasks use the test database."""
+    from celery.contrib.testing.worker import start_worker
+
+    from graylane.celery import app
+
+    with (
+        django_db_blocker.unblock(),
+        start_worker(
+            app, pool="threads", concurrency=4, perform_ping_check=False, shutdown_timeout=20
+        ) as worker,
+    ):
+        yield worker
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup, django_db_blocker):
+    """daphne serving graylane.asgi on the test database, for a whole test module."""
+    with DaphneServer(django_env(database_url(connection.settings_dict))) as daphne:
+        yield daphne

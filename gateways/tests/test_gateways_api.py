@@ -1,0 +1,235 @@
+"""`/api/v1/gateways/`: the contract's fields, credentials shown once, statuses, acks, and
+who may call what (users' roles, gateway tokens)."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from gateways import generation
+from gateways.models import Gateway
+from releases.models import AuditEntry
+
+pytestmark = pytest.mark.django_db
+# The gateway endpoints read the database from their own threads: the test's data must be
+# committed for them to see it.
+GATEWAY_ENDPOINT = pytest.mark.django_db(transaction=True)
+CONTRACT_FIELDS = {
+    "name",
+    "mode",
+    "endpoint",
+    "status",
+    "desired_generation",
+    "acked_generation",
+    "last_seen",
+    "last_error",
+}
+
+
+def gateway_client(token: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    return client
+
+
+def test_admin_creates_a_gateway_and_sees_its_credentials_once(api):
+    admin = api("admin")
+    response = admin.post(
+        "/api/v1/gateways/",
+        {"name": "edge-1", "mode": "push", "endpoint": "http://127.0.0.1:9/config"},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    created = response.json()
+    assert set(created) >= CONTRACT_FIELDS
+    assert created["token"] and created["push_secret"]
+    assert created["status"] == "pending"
+    gateway = Gateway.objects.get(name="edge-1")
+    assert gateway.token_hash != created["token"], "only a hash of the token is kept"
+    assert created["token"].startswith(gateway.token_prefix)
+    listed = admin.get("/api/v1/gateways/").json()
+    assert listed["count"] == 1
+    shown = listed["results"][0]
+    assert set(shown) >= CONTRACT_FIELDS
+    assert "token" not in shown and "push_secret" not in shown
+    assert AuditEntry.objects.filter(action="gateway.create", object="gateway edge-1").exists()
+
+
+def test_nacos_password_is_write_only(api):
+    admin = api("admin")
+    response = admin.post(
+        "/api/v1/gateways/",
+        {
+            "name": "scg",
+            "mode": "nacos",
+            "endpoint": "http://127.0.0.1:8848/nacos",
+            "nacos_username": "nacos",
+            "nacos_password": "s3cret",
+        },
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    assert "nacos_password" not in response.json()
+    assert "s3cret" not in admin.get("/api/v1/gateways/scg/").content.decode()
+    assert Gateway.objects.get(name="scg").nacos_password == "s3cret"
+    assert response.json()["data_id"] == "gateway-app.yaml"
+    assert response.json()["group"] == "DEFAULT_GROUP"
+
+
+@pytest.mark.parametrize(
+    "body,field",
+    [
+        ({"name": "a", "mode": "push"}, "endpoint"),
+        ({"name": "a", "mode": "nacos", "endpoint": ""}, "endpoint"),
+        ({"name": "a", "mode": "push", "endpoint": "ftp://x.example/"}, "endpoint"),
+        ({"name": "not a slug", "mode": "pull"}, "name"),
+        ({"name": "a", "mode": "carrier-pigeon"}, "mode"),
+        ({"name": "a", "mode": "pull", "data_id": "gateway app.yaml"}, "data_id"),
+        ({"name": "a", "mode": "pull", "yaml_prefix": "kerwin..tool"}, "yaml_prefix"),
+    ],
+)
+def test_invalid_gateways_are_400_with_the_field(api, body, field):
+    response = api("admin").post("/api/v1/gateways/", body, format="json")
+    assert response.status_code == 400
+    assert field in response.json()
+
+
+def test_changing_where_a_gateway_is_delivered_to_starts_it_over(api, make_gateway):
+    gateway, _, _ = make_gateway("edge", "push", "http://127.0.0.1:9/a", acked_generation=3)
+    response = api("admin").patch(
+        "/api/v1/gateways/edge/", {"endpoint": "http://127.0.0.1:9/b"}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    gateway.refresh_from_db()
+    assert gateway.acked_generation == 0
+
+
+def test_statuses(make_gateway, settings):
+    current = generation.newest_number()
+    now = timezone.now()
+    pull, _, _ = make_gateway("pull-gw")
+    push, _, _ = make_gateway("push-gw", "push", "http://127.0.0.1:9/")
+    pull.last_seen = now
+    assert pull.status_at(current, now) == "pending"
+    pull.acked_generation = current
+    assert pull.status_at(current, now) == "in_sync"
+    later = now + timedelta(seconds=settings.GATEWAY_STALE_SECONDS + 1)
+    assert pull.status_at(current, later) == "stale", "a pull gateway that stopped polling"
+    assert push.status_at(current, later) == "pending", "push gateways are never stale"
+    push.last_error = "connection refused"
+    assert push.status_at(current, later) == "failing"
+    push.acked_generation = current
+    assert push.status_at(current, later) == "in_sync"
+
+
+@GATEWAY_ENDPOINT
+def test_a_gateway_acks_for_itself_and_acks_never_go_backwards(make_gateway):
+    gateway, token, _ = make_gateway("edge")
+    current = generation.bump("test")
+    client = gateway_client(token)
+    response = client.post("/api/v1/gateways/edge/ack/", {"generation": current}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["status"] == "in_sync"
+    assert response.json()["acked_generation"] == current
+    older = client.post("/api/v1/gateways/edge/ack/", {"generation": current - 1}, format="json")
+    assert older.status_code == 200
+    gateway.refresh_from_db()
+    assert gateway.acked_generation == current
+    assert gateway.last_seen is not None
+    future = client.post("/api/v1/gateways/edge/ack/", {"generation": current + 1}, format="json")
+    assert future.status_code == 400
+    assert "generation" in future.json()
+    for body in ({}, {"generation": -1}, {"generation": "x"}):
+        assert client.post("/api/v1/gateways/edge/ack/", body, format="json").status_code == 400
+
+
+@GATEWAY_ENDPOINT
+def test_a_gateway_acking_an_old_generation_stays_pending(make_gateway):
+    _, token, _ = make_gateway("edge")
+    old = generation.bump("one")
+    generation.bump("two")
+    response = gateway_client(token).post(
+        "/api/v1/gateways/edge/ack/", {"generation": old}, format="json"
+    )
+    assert response.status_code == 200
+    assert response.json()["status"] == "pending"
+
+
+# Role matrix of the gateway endpoints: (method, path, body, who may call it).
+ENDPOINTS = [
+    ("get", "/api/v1/gateways/", None, "viewer"),
+    ("get", "/api/v1/gateways/edge/", None, "viewer"),
+    ("post", "/api/v1/gateways/", {"name": "new", "mode": "pull"}, "admin"),
+    ("patch", "/api/v1/gateways/edge/", {"endpoint": "http://127.0.0.1:9/x"}, "admin"),
+    ("delete", "/api/v1/gateways/edge/", None, "admin"),
+    ("post", "/api/v1/gateways/edge/ack/", {"generation": 1}, "gateway"),
+    ("get", "/api/v1/gateway-config/", None, "gateway"),
+]
+RANK = {None: 0, "viewer": 1, "operator": 2, "admin": 3}
+IDS = [f"{method} {path}" for method, path, _, _ in ENDPOINTS]
+
+
+@pytest.fixture
+def edge(make_gateway):
+    gateway, token, _ = make_gateway("edge")
+    generation.newest_number()
+    return token
+
+
+def call(client, method, path, body):
+    if body is None:
+        return getattr(client, method)(path)
+    return getattr(client, method)(path, body, format="json")
+
+
+@GATEWAY_ENDPOINT
+@pytest.mark.parametrize("method,path,body,least", ENDPOINTS, ids=IDS)
+def test_without_credentials_is_401(edge, method, path, body, least):
+    assert call(APIClient(), method, path, body).status_code == 401
+
+
+@GATEWAY_ENDPOINT
+@pytest.mark.parametrize("role", [None, "viewer", "operator", "admin"])
+@pytest.mark.parametrize("method,path,body,least", ENDPOINTS, ids=IDS)
+def test_users_get_what_their_role_allows(api, edge, role, method, path, body, least):
+    response = call(api(role), method, path, body)
+    if least != "gateway" and RANK[role] >= RANK[least]:
+        assert 200 <= response.status_code < 300, (response.status_code, response.content)
+    else:
+        assert response.status_code == 403, (response.status_code, response.content)
+
+
+@GATEWAY_ENDPOINT
+@pytest.mark.parametrize("method,path,body,least", ENDPOINTS, ids=IDS)
+def test_a_gateway_token_does_gateway_things_only(edge, method, path, body, least):
+    response = call(gateway_client(edge), method, path, body)
+    if least == "gateway":
+        assert 200 <= response.status_code < 300, (response.status_code, response.content)
+    else:
+        assert response.status_code == 403, (response.status_code, response.content)
+
+
+@pytest.mark.parametrize(
+    "method,path,body",
+    [
+        ("get", "/api/v1/policy/", None),
+        ("patch", "/api/v1/policy/", {"percent": 5}),
+        ("get", "/api/v1/services/", None),
+        ("get", "/api/v1/revisions/", None),
+        ("get", "/api/v1/audit/", None),
+        ("post", "/api/v1/simulate/", {"headers": {}}),
+    ],
+)
+def test_a_gateway_token_is_403_everywhere_else(edge, method, path, body):
+    assert call(gateway_client(edge), method, path, body).status_code == 403
+
+
+@GATEWAY_ENDPOINT
+def test_a_gateway_acks_only_for_itself(make_gateway):
+    make_gateway("edge")
+    _, other_token, _ = make_gateway("other")
+    generation.newest_number()
+    client = gateway_client(other_token)
+    assert client.post("/api/v1/gateways/edge/ack/", {"generation": 1}).status_code == 403
+    assert client.post("/api/v1/gateways/nobody/ack/", {"generation": 1}).status_code == 403

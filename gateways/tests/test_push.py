@@ -1,0 +1,103 @@
+"""Push delivery end to end: Celery worker (in this process, on the configured broker),
+signed POSTs to a loopback receiver, retries with backoff, newest generation wins."""
+
+import pytest
+
+from gateways import generation
+from gateways.models import Gateway
+from gateways.tests.conftest import wait_until
+from gateways.tests.receiver import PushReceiver
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def receiver():
+    with PushReceiver(secret="set by the test") as server:
+        yield server
+
+
+@pytest.fixture
+def push_gateway(make_gateway, receiver):
+    gateway, _, secret = make_gateway("edge", Gateway.PUSH, receiver.url + "/graylane/config")
+    receiver.secret = secret
+    return gateway
+
+
+def acked(gateway: Gateway, number: int):
+    return lambda: Gateway.objects.filter(pk=gateway.pk, acked_generation=number).first()
+
+
+def test_a_signed_push_is_verified_applied_and_acked(celery_worker, receiver, push_gateway):
+    number = generation.bump("test")
+    gateway = wait_until(acked(push_gateway, number), what="the ack")
+    assert receiver.applied == [number]
+    assert receiver.rejected == []
+    assert gateway.status_at(number, gateway.last_seen) == "in_sync"
+    assert gateway.last_error == "" and gateway.attempts == 0
+    headers = receiver.headers_log[-1]
+    assert headers["x-graylane-generation"] == str(number)
+    assert headers["x-graylane-gateway"] == "edge"
+
+
+def test_a_receiver_with_another_secret_refuses_it(celery_worker, receiver, push_gateway):
+    receiver.secret = "not the gateway's secret"
+    number = generation.bump("test")
+    gateway = wait_until(
+        lambda: Gateway.objects.filter(pk=push_gateway.pk, attempts__gte=1).first(),
+        what="a failed attempt",
+    )
+    assert receiver.applied == []
+    assert receiver.rejected and "does not match" in receiver.rejected[0]
+    assert "HTTP 401" in gateway.last_error
+    assert gateway.status_at(number, gateway.last_attempt_at) == "failing"
+
+
+def test_deliveries_retry_until_the_gateway_is_back_and_end_on_the_newest(
+    celery_worker, receiver, push_gateway
+):
+    receiver.fail_with(503, "restarting")
+    first = generation.bump("one")
+    wait_until(
+        lambda: Gateway.objects.filter(pk=push_gateway.pk, attempts__gte=2).exists(),
+        what="two failed attempts",
+    )
+    failing = Gateway.objects.get(pk=push_gateway.pk)
+    assert failing.status_at(first, failing.last_attempt_at) == "failing"
+    assert "HTTP 503" in failing.last_error
+    newest = generation.bump("two")
+    wait_until(
+        lambda: Gateway.objects.filter(pk=push_gateway.pk, attempts__gte=3).exists(),
+        what="the newest generation failing too",
+    )
+    receiver.fail_with(None)
+    gateway = wait_until(acked(push_gateway, newest), timeout=15, what="the newest generation")
+    assert receiver.applied == [newest], "the older generation is never sent after a newer one"
+    assert gateway.attempts == 0 and gateway.last_error == ""
+
+
+def test_two_publishes_in_quick_succession_end_on_the_newer(celery_worker, receiver, push_gateway):
+    generation.bump("one")
+    newer = generation.bump("two")
+    wait_until(acked(push_gateway, newer), what="the newer generation")
+    assert receiver.generation == newer
+    assert receiver.applied == sorted(receiver.applied)
+
+
+def test_an_unreachable_gateway_fails_until_its_endpoint_is_fixed(
+    celery_worker, api, make_gateway, receiver
+):
+    gateway, _, secret = make_gateway("edge", Gateway.PUSH, "http://127.0.0.1:9/nothing-here")
+    receiver.secret = secret
+    number = generation.bump("test")
+    failing = wait_until(
+        lambda: Gateway.objects.filter(pk=gateway.pk, attempts__gte=1).first(),
+        what="a failed attempt",
+    )
+    assert "ConnectError" in failing.last_error
+    response = api("admin").patch(
+        "/api/v1/gateways/edge/", {"endpoint": receiver.url + "/config"}, format="json"
+    )
+    assert response.status_code == 200
+    wait_until(acked(gateway, number), what="delivery to the new endpoint")
+    assert receiver.applied == [number]

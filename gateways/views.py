@@ -1,0 +1,28 @@
+from django.shortcuts import render
+from django.utils import timezone
+
+from accounts.decorators import role_required
+from accounts.roles import VIEWER
+from gateways import generation
+from gateways.models import Gateway
+
+# Status -> badge class of app.css.
+BADGES = {
+    Gateway.IN_SYNC: "state-up",
+    Gateway.PENDING: "state-starting",
+    Gateway.FAILING: "state-unhealthy",
+    Gateway.STALE: "state-offline",
+}
+
+
+@role_required(VIEWER)
+def gateway_status(request):
+    """Every gateway and the generation it runs; live-updated by `gateway` events."""
+    current = generation.newest_number()
+    now = timezone.now()
+    rows = []
+    for gateway in Gateway.objects.all():
+        status = gateway.status_at(current, now)
+        rows.append({"gateway": gateway, "status": status, "badge": BADGES[status]})
+    context = {"rows": rows, "generation": current, "badges": BADGES}
+    return render(request, "gateways/status.html", context)

@@ -1,0 +1,60 @@
+"""The gateway document as the seed's Nacos YAML (gateway-app.yaml + common-config.yaml in
+one file), for Spring Cloud Gateways that bind their gray properties from Nacos:
+
+    gray:
+      load: true                     # the seed's gray.load (version-aware balancing)
+      version: {prodVersion: V1, grayVersion: V2}
+      gateway:
+        enabled: true
+        grayHeadKey: gray
+        grayHeadValue: gray-996
+        grayIPList: ['127.0.0.1']
+        grayCityList: [local]
+        grayUserList: ['1001']
+        grayUserHeader: X-User-No    # Graylane's additions to the seed's rules
+        grayCityHeader: X-City
+        grayPercent: 0
+      services:                      # only services whose versions differ from the defaults
+        user-app: {prodVersion: V1, grayVersion: V3}
+    graylane: {generation: 153, revision: 7, checksum: ...}
+
+`prefix` nests the `gray` tree under dotted keys (the seed reads `kerwin.tool.gray`).
+Instances are not in it: Spring Cloud takes them from the Nacos registry itself.
+"""
+
+import yaml
+
+
+def render(document: dict, prefix: str = "") -> str:
+    gray = document["gray"]
+    defaults = document["versions"]
+    tree: dict = {
+        "gray": {
+            "load": gray["routing"],
+            "version": {"prodVersion": defaults["prod"], "grayVersion": defaults["gray"]},
+            "gateway": {
+                "enabled": gray["enabled"],
+                "grayHeadKey": gray["header"]["name"],
+                "grayHeadValue": gray["header"]["value"],
+                "grayIPList": gray["ips"],
+                "grayCityList": gray["cities"],
+                "grayUserList": gray["users"],
+                "grayUserHeader": gray["user_header"],
+                "grayCityHeader": gray["city_header"],
+                "grayPercent": gray["percent"],
+            },
+            "services": {
+                name: {"prodVersion": service["prod"], "grayVersion": service["gray"]}
+                for name, service in document["services"].items()
+                if (service["prod"], service["gray"]) != (defaults["prod"], defaults["gray"])
+            },
+        }
+    }
+    for key in reversed([part for part in prefix.split(".") if part]):
+        tree = {key: tree}
+    tree["graylane"] = {
+        "generation": document["generation"],
+        "revision": document["revision"],
+        "checksum": document["checksum"],
+    }
+    return yaml.safe_dump(tree, sort_keys=False, allow_unicode=True, default_flow_style=False)
