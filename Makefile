@@ -30,3 +30,5 @@ test: lint
 
 bench: install
 	$(PY) bench/engine.py
+	$(PY) bench/sync.py
+	$(PY) bench/propagation.py
