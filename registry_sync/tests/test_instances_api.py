@@ -23,12 +23,16 @@ def nacos():
 def test_offline_drains_tells_the_registry_and_gateways_at_once(api, nacos):
     row = Instance.objects.get(host="10.0.0.2")
     heard = []
-    routable_instances_changed.connect(lambda **kw: heard.append(kw["services"]), weak=False)
+
+    def listener(**kw):
+        heard.append(kw["services"])
+
+    routable_instances_changed.connect(listener)
     try:
         with TestCase.captureOnCommitCallbacks(execute=True):
             response = api("operator", "olga").post(f"/api/v1/instances/{row.pk}/offline/")
     finally:
-        routable_instances_changed.receivers.clear()
+        routable_instances_changed.disconnect(listener)
     assert response.status_code == 202
     assert response.json()["state"] == "DRAINING"
     assert heard == [["user-app"]]

@@ -50,14 +50,18 @@ def test_changes_and_disappearances_are_written_and_rows_kept(nacos, nacos_regis
     nacos.add_instance("user-app", "10.0.0.2", 7201, metadata={"version": "V3"}, healthy=False)
     nacos.remove_instance("order-app", "10.0.1.1", 7301)
     received = []
-    routable_instances_changed.connect(lambda **kw: received.append(kw["services"]), weak=False)
+
+    def listener(**kw):
+        received.append(kw["services"])
+
+    routable_instances_changed.connect(listener)
     try:
         from django.test import TestCase
 
         with TestCase.captureOnCommitCallbacks(execute=True):
             summary = sync_registry(nacos_registry)
     finally:
-        routable_instances_changed.receivers.clear()
+        routable_instances_changed.disconnect(listener)
     assert (summary.changed, summary.gone) == (1, 1)
     row = Instance.objects.get(host="10.0.0.2")
     assert (row.version, row.state) == ("V3", "UNHEALTHY")
