@@ -4,7 +4,9 @@ A registry that fails or times out changes nothing but its own stale flag: insta
 never deleted by a sync, and one missing from the registry becomes DOWN and is kept."""
 
 import logging
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -13,7 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.live import broadcast
-from registry_sync.adapters import RegistryAdapter, RegistryError, RegistryInstance
+from registry_sync.adapters import NacosAdapter, RegistryAdapter, RegistryError, RegistryInstance
 from registry_sync.models import Instance, Registry, Service
 from registry_sync.registries import adapter_for
 from registry_sync.serializers import InstanceSerializer
@@ -32,6 +34,12 @@ WRITTEN_FIELDS = ["host", "port", "cluster", "version", "state", "healthy", "ena
                   "weight", "metadata", "note", "last_seen"]  # fmt: skip
 ROUTING_FIELDS = ("host", "port", "version", "weight")
 GONE_NOTE = "Gone from the registry."
+# read_registry times PROBE_SERVICES instance lists read one after the other against as many
+# read by READ_WORKERS threads, and reads the rest the faster way.
+READ_WORKERS = 4
+PROBE_SERVICES = 64
+# Rows per INSERT (the backend may allow fewer: SQLite's 999 parameters).
+INSERT_BATCH = 1000
 
 
 class SyncFailed(Exception):
@@ -78,13 +86,63 @@ def release_lease(registry: Registry) -> None:
 def read_registry(
     adapter: RegistryAdapter, progress: Callable[[int, int], None] | None = None
 ) -> dict[str, list[RegistryInstance]]:
+    """Every service's instances. Any RegistryError aborts the whole read (nothing is
+    written from a partial snapshot); ``progress(done, total)`` runs in this thread, in
+    service order.
+
+    Threads pay off when the registry keeps us waiting (a network in between: the round
+    trips overlap), and cost ~20% when our own CPU is the bottleneck (a registry on
+    loopback: ~0.4 ms of httpx a request, and the GIL). So where the adapter allows threads
+    and there are enough services, the first lists measure both ways."""
     services = adapter.list_services()
-    snapshot = {}
-    for done, name in enumerate(services, start=1):
-        snapshot[name] = adapter.list_instances(name)
+    snapshot: dict[str, list[RegistryInstance]] = {}
+    done = 0
+
+    def got(name: str, instances: list[RegistryInstance]) -> None:
+        nonlocal done
+        snapshot[name], done = instances, done + 1
         if progress:
             progress(done, len(services))
+
+    def read(names: list[str], threads: int) -> float:
+        started = time.perf_counter()
+        if threads > 1:
+            _read_concurrently(adapter, names, threads, got)
+        else:
+            for name in names:
+                got(name, adapter.list_instances(name))
+        return time.perf_counter() - started
+
+    workers = _read_workers(adapter)
+    if workers > 1 and len(services) >= 3 * PROBE_SERVICES:
+        one = read(services[:PROBE_SERVICES], 1)
+        many = read(services[PROBE_SERVICES : 2 * PROBE_SERVICES], workers)
+        read(services[2 * PROBE_SERVICES :], workers if many < one else 1)
+    else:
+        read(services, 1)
     return snapshot
+
+
+def _read_concurrently(adapter, names, workers, got) -> None:
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="registry-read")
+    try:
+        futures = [pool.submit(adapter.list_instances, name) for name in names]
+        for name, future in zip(names, futures, strict=True):
+            got(name, future.result())  # in order, in this thread
+    finally:
+        # On an error, drop the calls not yet started and wait for those in flight (each
+        # bounded by the adapter's timeout) so none outlives the sync.
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _read_workers(adapter: RegistryAdapter) -> int:
+    """Threads for ``read_registry``: only for adapters known to be safe to share. The Nacos
+    adapter's token refresh (``_auth_params`` / the 403 retry in ``_call``) is not
+    thread-safe, so a Nacos registry with credentials is read in one thread; the embedded
+    adapter uses the ORM (one connection per thread) and Eureka reads one snapshot."""
+    if isinstance(adapter, NacosAdapter) and not adapter.username:
+        return READ_WORKERS
+    return 1
 
 
 def _mark_stale(registry: Registry, error: Exception) -> None:
@@ -135,17 +193,21 @@ def _apply(registry, snapshot, adapter) -> tuple[SyncSummary, list[Instance]]:
         if new_services:
             Service.objects.bulk_create(new_services)
             summary.services_added = len(new_services)
-            services.update({s.name: s for s in Service.objects.filter(name__in=[
-                s.name for s in new_services])})  # fmt: skip
+            if all(s.pk is not None for s in new_services):  # the backend returned the ids
+                services.update({s.name: s for s in new_services})
+            else:
+                services.update({s.name: s for s in Service.objects.filter(name__in=[
+                    s.name for s in new_services])})  # fmt: skip
         orphaned = [s.pk for s in services.values() if s.registry_id is None]
         if orphaned:
             Service.objects.filter(pk__in=orphaned).update(registry=registry)
-        existing = {
-            (row.service_id, row.instance_id): row
-            for row in Instance.objects.filter(service__in=list(services.values())).select_related(
-                "service"
-            )
-        }
+        # The services are at hand: attach them instead of joining them to every row.
+        by_pk = {s.pk: s for s in services.values()}
+        cache_service = Instance.service.field.set_cached_value
+        existing = {}
+        for row in Instance.objects.filter(service__in=list(by_pk)):
+            cache_service(row, by_pk[row.service_id])
+            existing[(row.service_id, row.instance_id)] = row
         to_create, to_update = [], []
         seen_keys = set()
         for name, instances in snapshot.items():
@@ -155,7 +217,10 @@ def _apply(registry, snapshot, adapter) -> tuple[SyncSummary, list[Instance]]:
                 seen_keys.add(key)
                 row = existing.get(key)
                 if row is None:
-                    row = Instance(service=service, instance_id=seen.instance_id, last_seen=now)
+                    row = Instance(
+                        service_id=service.pk, instance_id=seen.instance_id, last_seen=now
+                    )
+                    cache_service(row, service)
                     _observe(row, seen, now)
                     to_create.append(row)
                     if row.state == ROUTABLE:
@@ -192,9 +257,9 @@ def _apply(registry, snapshot, adapter) -> tuple[SyncSummary, list[Instance]]:
             row.state, row.healthy, row.note = Instance.DOWN, False, GONE_NOTE
             gone.append(row)
         if to_create:
-            Instance.objects.bulk_create(to_create, batch_size=1000)
+            Instance.objects.bulk_create(to_create, batch_size=INSERT_BATCH)
         if to_update or gone:
-            Instance.objects.bulk_update(to_update + gone, WRITTEN_FIELDS, batch_size=1000)
+            _update(to_update + gone, WRITTEN_FIELDS)
         summary.added, summary.changed, summary.gone = len(to_create), len(to_update), len(gone)
         Registry.objects.filter(pk=registry.pk).update(
             stale=False, last_error="", last_sync_at=now, last_success_at=now
@@ -202,6 +267,23 @@ def _apply(registry, snapshot, adapter) -> tuple[SyncSummary, list[Instance]]:
         events = to_create + to_update + gone
         transaction.on_commit(lambda: _announce(summary, events))
     return summary, reapply
+
+
+def _update(rows: list[Instance], names: list[str]) -> None:
+    """``Instance.objects.bulk_update(rows, names)`` as one executemany of a by-id UPDATE.
+    bulk_update builds a CASE WHEN per row and field in Python: ~14 s for 10k rows."""
+    conn = transaction.get_connection()
+    meta, ops = Instance._meta, conn.ops
+    fields = [meta.get_field(name) for name in names]
+    sql = (
+        f"UPDATE {ops.quote_name(meta.db_table)} SET "
+        f"{', '.join(f'{ops.quote_name(f.column)} = %s' for f in fields)} "
+        f"WHERE {ops.quote_name(meta.pk.column)} = %s"
+    )
+    params = [[*(f.get_db_prep_save(getattr(row, f.attname), conn) for f in fields), row.pk]
+              for row in rows]  # fmt: skip
+    with conn.cursor() as cursor:
+        cursor.executemany(sql, params)
 
 
 def adapter_lists_disabled(adapter) -> bool:
