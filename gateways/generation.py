@@ -160,7 +160,9 @@ def on_revision_published(sender, revision, **kwargs) -> None:
 
 
 def on_routable_instances_changed(sender, services, **kwargs) -> None:
-    _bump_after_change("instances of " + ", ".join(sorted(services)))
+    names = sorted(services)
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    _bump_after_change(f"instances of {shown}")
 
 
 def _bump_after_change(reason: str) -> None:
