@@ -12,6 +12,8 @@ os.environ.setdefault("IN_PROCESS_JOBS", "false")
 from graylane.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Connections kept by worker threads would block dropping the test database.
+DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # A file, not shared-cache memory: threads of the concurrency and browser tests then
