@@ -48,13 +48,13 @@ def _remember(snapshot: Snapshot) -> None:
             _cached = snapshot
 
 
-def _newest() -> tuple[int, datetime] | None:
+def newest_row() -> tuple[int, datetime] | None:
     return Generation.objects.order_by("-number").values_list("number", "created_at").first()
 
 
 def newest_number() -> int:
     """The current generation's number (the first generation is made on first use)."""
-    newest = _newest()
+    newest = newest_row()
     return newest[0] if newest is not None else bump("first use", only_if_none=True)
 
 
@@ -62,10 +62,10 @@ def current() -> Snapshot:
     """The newest generation. Reads which one it is from the database; the bytes come from
     this process's copy when it has that generation."""
     global _cached
-    newest = _newest()
+    newest = newest_row()
     if newest is None:
         bump("first use", only_if_none=True)
-        newest = _newest()
+        newest = newest_row()
     cached = _cached
     if cached is not None and (cached.number, cached.created_at) == newest:
         return cached

@@ -59,13 +59,19 @@ def _send_forever() -> None:
 
 
 def _send(ids: set[int]) -> None:
-    from gateways.generation import newest_number
+    """Reads only: a status message must never be what creates data."""
+    from gateways.generation import newest_row
     from gateways.serializers import GatewaySerializer
 
+    if not ids:
+        return
     close_old_connections()
     try:
-        context = {"generation": newest_number(), "now": timezone.now()}
-        gateways = Gateway.objects.filter(pk__in=ids)
+        gateways = list(Gateway.objects.filter(pk__in=ids))
+        if not gateways:
+            return
+        latest = newest_row()
+        context = {"generation": latest[0] if latest else 0, "now": timezone.now()}
         for fields in GatewaySerializer(gateways, many=True, context=context).data:
             dashboard_live.broadcast("gateway", dict(fields))
     finally:

@@ -98,3 +98,10 @@ def test_audit_is_append_only_and_filterable(api):
         entry.delete()
     with pytest.raises(ValueError):
         entry.save()
+
+
+def test_audit_since_accepts_any_offset_python_does(api):
+    client = api("viewer")
+    response = client.get("/api/v1/audit/", {"since": "1168-06-05T11:09:47+23:19"})
+    assert response.status_code == 200
+    assert client.get("/api/v1/audit/", {"since": "yesterday"}).status_code == 400
