@@ -1,20 +1,7 @@
 from django.contrib import admin
 
 from gateways.models import Gateway, Generation
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """For looking only: gateways are managed through /api/v1/gateways/ (which shows the
-    token once, audits changes and redelivers), generations are made by the system."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+from graylane.read_only_admin import ReadOnlyAdmin
 
 
 @admin.register(Gateway)

@@ -1,10 +1,32 @@
+from django import forms
 from django.contrib import admin
 
 from registry_sync.models import Instance, Registry, Service
 
 
+class RegistryForm(forms.ModelForm):
+    # Registries sit on internal networks, usually plain http.
+    base_url = forms.URLField(required=False, assume_scheme="http")
+    password = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Write-only: leave empty to keep the stored one.",
+    )
+
+    class Meta:
+        model = Registry
+        fields = [
+            "name", "kind", "base_url", "namespace", "group", "api_version", "username",
+            "password", "sync_interval", "enabled",
+        ]  # fmt: skip
+
+    def clean_password(self):
+        return self.cleaned_data["password"] or (self.instance.password if self.instance else "")
+
+
 @admin.register(Registry)
 class RegistryAdmin(admin.ModelAdmin):
+    form = RegistryForm
     list_display = ("name", "kind", "base_url", "enabled", "stale", "last_success_at")
     list_filter = ("kind", "enabled", "stale")
     readonly_fields = ("stale", "last_error", "last_sync_at", "last_success_at")

@@ -1,20 +1,7 @@
 from django.contrib import admin
 
+from graylane.read_only_admin import ReadOnlyAdmin
 from releases.models import AuditEntry, PolicyState, Revision
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """History is changed only through the policy editor and API, which validate, lock and
-    audit; the admin shows it."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(PolicyState)

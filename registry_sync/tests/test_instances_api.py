@@ -92,3 +92,20 @@ def test_a_remote_registry_needs_a_url(api):
         "/api/v1/registries/", {"name": "x", "kind": "eureka"}, format="json"
     )
     assert response.status_code == 400 and "base_url" in response.json()
+
+
+def test_the_admin_never_shows_a_registry_password_and_keeps_it_when_left_empty(client, make_user):
+    user = make_user("root")
+    user.is_staff = user.is_superuser = True
+    user.save()
+    client.force_login(user)
+    registry = Registry.objects.create(
+        name="secured", kind="nacos", base_url="http://127.0.0.1:1/nacos", password="s3cret"
+    )
+    url = f"/admin/registry_sync/registry/{registry.pk}/change/"
+    assert b"s3cret" not in client.get(url).content
+    form = {"name": "secured", "kind": "nacos", "base_url": registry.base_url,
+            "namespace": "public", "group": "DEFAULT_GROUP", "api_version": "auto",
+            "username": "", "password": "", "sync_interval": "5.0", "enabled": "on"}  # fmt: skip
+    assert client.post(url, form).status_code == 302
+    assert Registry.objects.get(pk=registry.pk).password == "s3cret"
