@@ -38,19 +38,24 @@ def current_generation(server, token: str) -> int:
     return response.json()["generation"]
 
 
+def start_poll(pool, server, token, known):
+    """A gateway's long poll (up to 20 s), running in `pool`."""
+    return pool.submit(
+        httpx.get,
+        server.url + CONFIG,
+        params={"known": known, "wait": 20},
+        headers=auth(token),
+        timeout=30,
+    )
+
+
 def test_a_long_poll_answers_promptly_when_a_new_generation_exists(
     server, make_gateway, operator_key
 ):
     _, token, _ = make_gateway()
     known = current_generation(server, token)
     with ThreadPoolExecutor(1) as pool:
-        poll = pool.submit(
-            httpx.get,
-            server.url + CONFIG,
-            params={"known": known, "wait": 20},
-            headers=auth(token),
-            timeout=30,
-        )
+        poll = start_poll(pool, server, token, known)
         time.sleep(0.5)
         assert not poll.done(), "the poll must wait while nothing changed"
         started = time.monotonic()
@@ -140,13 +145,7 @@ def test_a_generation_made_in_another_process_wakes_the_servers_pollers(server, 
     _, token, _ = make_gateway()
     known = current_generation(server, token)
     with ThreadPoolExecutor(1) as pool:
-        poll = pool.submit(
-            httpx.get,
-            server.url + CONFIG,
-            params={"known": known, "wait": 20},
-            headers=auth(token),
-            timeout=30,
-        )
+        poll = start_poll(pool, server, token, known)
         time.sleep(0.5)
         started = time.monotonic()
         # This test process stands in for a Celery worker noticing an instance change.

@@ -54,8 +54,7 @@ def nacos():
         yield fake
 
 
-@pytest.fixture
-def nacos_gateway(make_gateway, nacos):
+def make_nacos_gateway(make_gateway, nacos) -> Gateway:
     gateway, _, _ = make_gateway(
         "scg",
         Gateway.NACOS,
@@ -68,20 +67,17 @@ def nacos_gateway(make_gateway, nacos):
     return gateway
 
 
+@pytest.fixture
+def nacos_gateway(make_gateway, nacos):
+    return make_nacos_gateway(make_gateway, nacos)
+
+
 @pytest.mark.parametrize("version", ["1.x", "2.x", "3.x"])
 def test_a_nacos_gateway_gets_the_yaml_published_and_confirmed(
     celery_worker, make_gateway, version
 ):
     with FakeNacosConfig(version=version, username="nacos", password="nacos-pw") as nacos:
-        gateway, _, _ = make_gateway(
-            "scg",
-            Gateway.NACOS,
-            nacos.url,
-            namespace="dev",
-            yaml_prefix="kerwin.tool",
-            nacos_username="nacos",
-            nacos_password="nacos-pw",
-        )
+        gateway = make_nacos_gateway(make_gateway, nacos)
         number = generation.bump("test")
         wait_until(
             lambda: Gateway.objects.filter(pk=gateway.pk, acked_generation=number).exists(),
