@@ -18,7 +18,8 @@ install: $(VENV)/.installed
 run: install
 	DEBUG=$${DEBUG:-true} $(PY) manage.py migrate --noinput
 	DEBUG=$${DEBUG:-true} $(PY) manage.py demo_setup --url http://$(HOST):$(PORT)/
-	DEBUG=$${DEBUG:-true} $(PY) -m daphne --bind $(HOST) --port $(PORT) graylane.asgi:application
+	DEBUG=$${DEBUG:-true} $(PY) -m uvicorn --host $(HOST) --port $(PORT) --lifespan off \
+		--timeout-graceful-shutdown 5 graylane.asgi:application
 
 lint: install
 	$(VENV)/bin/ruff check .

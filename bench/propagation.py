@@ -3,8 +3,8 @@
 Run:  .venv/bin/python bench/propagation.py [--publishes 20] [--database URL] [--redis URL]
 
 It makes its own database (a temporary SQLite file; or `--database postgres://.../name`,
-dropped and created anew), runs daphne serving graylane.asgi as a subprocess (with
-`--redis`, also a `celery -A graylane worker`; without, the jobs run inside daphne as with
+dropped and created anew), runs uvicorn serving graylane.asgi as a subprocess (with
+`--redis`, also a `celery -A graylane worker`; without, the jobs run inside the server as with
 `make run`), and plays 50 gateways on loopback in this process: 25 pull gateways that
 long-poll `GET /api/v1/gateway-config/` and ack, and 25 push gateways (HTTP servers that
 verify the signature and answer the generation they run). Each round publishes a policy
@@ -39,7 +39,7 @@ def parse_args():
     parser.add_argument("--publishes", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--database", help="postgres://... (default: a temporary SQLite file)")
-    parser.add_argument("--redis", help="redis://... (default: no Redis, jobs inside daphne)")
+    parser.add_argument("--redis", help="redis://... (default: no Redis, jobs inside the server)")
     args = parser.parse_args()
     if not 1 <= args.warmup + args.publishes <= 100:
         parser.error("each round sets a new percent: at most 100 rounds in all")
@@ -266,14 +266,14 @@ async def rounds(server_url: str, pull, operator_key: str, percents: range) -> l
 async def run(args, database: str) -> list[float]:
     from asgiref.sync import sync_to_async
 
-    from tests.processes import CeleryWorker, DaphneServer, django_env
+    from tests.processes import AsgiServer, CeleryWorker, django_env
 
     push_gateways = [await loopback_push_gateway().start() for _ in range(PUSH)]
     pull, operator_key = await sync_to_async(make_gateways)(push_gateways)
     extra = {"REDIS_URL": args.redis} if args.redis else {"IN_PROCESS_JOBS": "true"}
     env = django_env(database, REDIS_PREFIX=os.environ["REDIS_PREFIX"], **extra)
     processes = [CeleryWorker(env)] if args.redis else []
-    processes.append(DaphneServer(env))
+    processes.append(AsgiServer(env))
     try:
         for process in processes:
             await asyncio.to_thread(process.start)
@@ -300,7 +300,7 @@ def main() -> None:
     floor = floor_round_trip_ms()
     p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
     backend = "PostgreSQL" if database.startswith("postgres") else "SQLite"
-    jobs = "Redis + a celery worker" if args.redis else "jobs inside daphne (no Redis)"
+    jobs = "Redis + a celery worker" if args.redis else "jobs inside the server (no Redis)"
     print(f"propagation: {PULL} pull + {PUSH} push gateways on loopback, {backend}, {jobs}")
     print(f"publish -> all 50 acked, {len(latencies)} publishes: p50 {p50:.1f}, p99 {p99:.1f} ms")
     print(f"bare keep-alive HTTP round trip on loopback (the floor): p50 {floor:.3f} ms")

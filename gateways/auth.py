@@ -4,7 +4,7 @@ gateway things (read its config, ack it). Users' tokens cannot do those."""
 from django.contrib.auth.models import Group, Permission
 from rest_framework import exceptions
 
-from accounts.models import ApiToken, hash_token
+from accounts.models import hash_token
 from gateways.models import Gateway
 
 
@@ -49,10 +49,6 @@ def token_key(authorization: str) -> str | None:
 
 def gateway_for_key(key: str) -> Gateway | None:
     return Gateway.objects.filter(token_hash=hash_token(key)).first()
-
-
-def is_user_key(key: str) -> bool:
-    return ApiToken.objects.filter(key_hash=hash_token(key)).exists()
 
 
 def authenticate_gateway(key: str) -> tuple[GatewayPrincipal, Gateway]:

@@ -1,15 +1,23 @@
 """Bringing push and Nacos gateways to the newest generation, and recording what each
 gateway runs (for all modes).
 
-A delivery always sends the newest generation, whatever generation queued it: a delivery
-queued for an older one that finds a newer one leaves it to the newer one's delivery, so an
-older document never follows a newer one. Acks only move forward.
+A new generation is delivered by one task to all push and Nacos gateways at once, in
+parallel, with their acks recorded together: a publish makes a burst of deliveries, and
+one task per gateway meant as many task dispatches, reads and competing writes. A delivery
+always sends the newest generation, whatever generation queued it: a delivery queued for
+an older one that finds a newer one leaves it to the newer one's delivery, so an older
+document never follows a newer one. Acks only move forward. A delivery that failed for
+some gateways is retried (gateways.tasks) for those only: the others are no longer behind.
 """
 
 import json
 import logging
+import os
+import threading
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -22,44 +30,99 @@ from registry_sync.adapters.base import RegistryError
 
 log = logging.getLogger(__name__)
 MAX_ERROR_LENGTH = 2000
+# Failures named in the task's error (all are recorded on their gateways).
+FAILURES_SHOWN = 3
 
 
 def enqueue(number: int, gateway_ids=None) -> None:
     """Queue a delivery of generation `number` to push and Nacos gateways (all, or these)."""
     from gateways.tasks import deliver
 
-    gateways = Gateway.objects.filter(mode__in=(Gateway.PUSH, Gateway.NACOS))
-    if gateway_ids is not None:
-        gateways = gateways.filter(pk__in=gateway_ids)
-    for gateway_id in gateways.values_list("pk", flat=True):
-        deliver.delay(gateway_id, number)
+    if gateway_ids is None:
+        if not Gateway.objects.filter(mode__in=(Gateway.PUSH, Gateway.NACOS)).exists():
+            return  # pull gateways only: nothing for a task to do
+    elif not gateway_ids:
+        return
+    deliver.delay(number, None if gateway_ids is None else list(gateway_ids))
 
 
-def deliver(gateway_id: int, number: int) -> str:
-    """One attempt to bring a gateway to the newest generation (at least `number`); returns
-    what happened, raises DeliveryError after recording the failure."""
-    gateway = Gateway.objects.filter(pk=gateway_id).first()
-    if gateway is None or not gateway.delivered_by_us:
-        return "not a push or nacos gateway (any more)"
+def deliver(number: int, gateway_ids=None) -> str:
+    """One attempt to bring push and Nacos gateways (all, or these) that are behind to the
+    newest generation (at least `number`); returns what happened, raises DeliveryError
+    after recording the failures if any gateway failed."""
     snapshot = generation.current()
     if snapshot.number > number:
         return f"superseded by generation {snapshot.number}"
-    if gateway.acked_generation >= snapshot.number:
-        return f"already at generation {gateway.acked_generation}"
+    behind = Gateway.objects.filter(
+        mode__in=(Gateway.PUSH, Gateway.NACOS), acked_generation__lt=snapshot.number
+    )
+    if gateway_ids is not None:
+        behind = behind.filter(pk__in=gateway_ids)
+    gateways = list(behind)
+    if not gateways:
+        return f"no gateway is behind generation {snapshot.number}"
+    failures = []
+    delivered = 0
+    for finished in _as_they_finish(lambda gateway: _deliver_one(gateway, snapshot), gateways):
+        # Recorded as they come: a slow gateway does not hold up the others' acks.
+        acks = {}
+        for gateway, outcome in finished:
+            if isinstance(outcome, DeliveryError):
+                record_failure(gateway, str(outcome))
+                failures.append(f"{gateway.name}: {outcome}")
+            else:
+                acks[gateway.pk] = outcome
+        if acks:
+            record_acks(acks, delivered=True)
+            delivered += len(acks)
+    if failures:
+        more = len(failures) - FAILURES_SHOWN
+        shown = "; ".join(failures[:FAILURES_SHOWN]) + (f"; and {more} more" if more > 0 else "")
+        raise DeliveryError(
+            f"{len(failures)} of {len(gateways)} deliveries of generation {snapshot.number} "
+            f"failed: {shown}"
+        )
+    return f"delivered generation {snapshot.number} to {delivered} gateways"
+
+
+def _deliver_one(gateway: Gateway, snapshot: generation.Snapshot) -> int | DeliveryError:
+    """The generation the gateway runs now, or why not."""
     try:
         if gateway.mode == Gateway.PUSH:
             applied = push(gateway, snapshot)
         else:
             applied = _publish_to_nacos(gateway, snapshot)
-        if applied < snapshot.number:
-            raise DeliveryError(
-                f"The gateway answered that it runs generation {applied}, not {snapshot.number}."
-            )
     except DeliveryError as exc:
-        record_failure(gateway, str(exc))
-        raise
-    record_ack(gateway, applied, delivered=True)
-    return f"delivered generation {snapshot.number}"
+        return exc
+    if applied < snapshot.number:
+        return DeliveryError(
+            f"The gateway answered that it runs generation {applied}, not {snapshot.number}."
+        )
+    return applied
+
+
+_executor: tuple[int, ThreadPoolExecutor] | None = None  # (pid, executor): new after a fork
+_executor_lock = threading.Lock()
+
+
+def _as_they_finish(function, items: list):
+    """Runs `function` on every item in parallel; yields lists of (item, result), each
+    with everything that finished since the last one."""
+    global _executor
+    if len(items) == 1:
+        yield [(items[0], function(items[0]))]
+        return
+    with _executor_lock:
+        if _executor is None or _executor[0] != os.getpid():
+            pool = ThreadPoolExecutor(
+                max_workers=settings.GATEWAY_PUSH_CONCURRENCY, thread_name_prefix="gateway-push"
+            )
+            _executor = (os.getpid(), pool)
+        pool = _executor[1]
+    pending = {pool.submit(function, item): item for item in items}
+    while pending:
+        done, _ = wait(pending, return_when=FIRST_COMPLETED)
+        yield [(pending.pop(future), future.result()) for future in done]
 
 
 def _publish_to_nacos(gateway: Gateway, snapshot: generation.Snapshot) -> int:
@@ -84,17 +147,30 @@ def _publish_to_nacos(gateway: Gateway, snapshot: generation.Snapshot) -> int:
     return snapshot.number
 
 
-def record_ack(gateway: Gateway, number: int, *, delivered: bool = False) -> None:
-    """The gateway runs generation `number` (an older ack than the last one changes nothing
-    but `last_seen`). `delivered`: the ack is the answer to our delivery attempt."""
+def record_acks(acks: dict[int, int], *, seen=(), delivered: bool = False) -> None:
+    """Gateway pk -> the generation it runs, for many gateways in one transaction (a few
+    statements whatever their number: acks come in bursts, one per gateway per
+    generation). `seen`: more gateways to mark seen now, with no ack."""
     now = timezone.now()
     attempt = {"last_attempt_at": now} if delivered else {}
-    moved = Gateway.objects.filter(pk=gateway.pk, acked_generation__lt=number).update(
-        acked_generation=number, acked_at=now, last_seen=now, last_error="", attempts=0, **attempt
-    )
-    if not moved:
-        Gateway.objects.filter(pk=gateway.pk).update(last_seen=now, **attempt)
-    live.changed(gateway.pk)
+    by_number: dict[int, list[int]] = {}
+    for pk, number in acks.items():
+        by_number.setdefault(number, []).append(pk)
+    with transaction.atomic():
+        for number, pks in by_number.items():
+            Gateway.objects.filter(pk__in=pks, acked_generation__lt=number).update(
+                acked_generation=number,
+                acked_at=now,
+                last_seen=now,
+                last_error="",
+                attempts=0,
+                **attempt,
+            )
+        # Acks that moved nothing (old or repeated) and the rest still count as seen.
+        Gateway.objects.filter(pk__in=[*acks, *seen]).exclude(last_seen=now).update(
+            last_seen=now, **attempt
+        )
+    live.changed(*acks, *seen)
 
 
 def record_failure(gateway: Gateway, message: str) -> None:

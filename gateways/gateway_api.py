@@ -9,109 +9,102 @@ even an admin's: a call is also the gateway saying it is alive):
   Only for itself (else 403); acks never go backwards; a generation that does not exist
   yet is 400. Answers `{"name", "acked_generation", "status"}`.
 
-Plain async views, not DRF (which is sync): a waiting gateway is a coroutine awaiting an
-announcement (gateways.wakeup), not a thread. Database work runs in short calls on the
-loop's shared executor (`thread_sensitive=False`, `_db`), never on a thread reserved for
-one request; gateways/asgi.py keeps Django from reserving one anyway. Answers and errors have
-DRF's shapes (`{"detail": ...}`, `{"field": [...]}`).
+Every new generation brings every gateway back at once, so these calls are kept lean: the
+answers are made here from plain values (`poll`, `ack` -> `Answer`), served straight from
+ASGI by gateways/asgi.py, without Django's request machinery or middleware (the endpoints
+authenticate themselves and use no session, cookie or CSRF); the Django views below serve
+the same answers to the rest (the test client, WSGI). A waiting gateway is a coroutine
+awaiting an announcement (gateways.wakeup), not a thread, and the database work of calls
+is done in batches (gateways.call_batch). Errors have DRF's shapes (`{"detail": ...}`,
+`{"field": [...]}`).
 """
 
 import asyncio
 import json
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from channels.db import database_sync_to_async
-from django.http import HttpResponse, HttpResponseNotAllowed, JsonResponse
-from django.utils import timezone
+from django.http import HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from gateways import generation, live, wakeup
-from gateways.auth import gateway_for_key, is_user_key, token_key
-from gateways.delivery import record_ack
+from gateways import call_batch, generation, wakeup
+from gateways.auth import token_key
+from gateways.call_batch import Ack, Poll, Refusal
 from gateways.generation import Snapshot
-from gateways.models import Gateway
 
 MAX_WAIT = 60.0
 # While announcements from other processes cannot arrive (Redis unreachable), waiting
 # pollers look at the database this often instead.
 RECHECK_SECONDS = 5.0
-# A poll records `last_seen` unless it is fresher than this: acks and re-polls come in
-# bursts, and staleness is judged in tens of seconds.
-LAST_SEEN_RESOLUTION_SECONDS = 1.0
 
 
-def _db(function):
-    # The loop's shared executor, with Django's connection handling around each call.
-    return database_sync_to_async(function, thread_sensitive=False)
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
 
 
-def _calling_gateway(authorization: str) -> Gateway | HttpResponse:
-    """The gateway whose token this is, or the 401/403 answer."""
-    key = token_key(authorization)
-    gateway = gateway_for_key(key) if key else None
-    if gateway is not None:
-        return gateway
-    if key and is_user_key(key):
-        return JsonResponse(
-            {"detail": "This endpoint is for gateways: use the gateway's own token."}, status=403
-        )
-    response = JsonResponse(
-        {"detail": "Authentication credentials were not provided or are invalid."}, status=401
-    )
-    response["WWW-Authenticate"] = "Token"
-    return response
+def _json(status: int, content: dict, **headers: str) -> Answer:
+    body = json.dumps(content).encode()
+    return Answer(status, body, {"Content-Type": "application/json", **headers})
 
 
-async def gateway_config(request):
-    if request.method != "GET":
-        return HttpResponseNotAllowed(["GET"])
+def _refused(refusal: Refusal) -> Answer:
+    if refusal.status == 401:
+        return _json(401, refusal.body, **{"WWW-Authenticate": "Token"})
+    return _json(refusal.status, refusal.body)
+
+
+def _not_allowed(allowed: str) -> Answer:
+    return _json(405, {"detail": "Method not allowed."}, Allow=allowed)
+
+
+def _document(snapshot: Snapshot) -> Answer:
+    headers = {"Content-Type": "application/json", "ETag": f'"{snapshot.number}"'}
+    return Answer(200, snapshot.body, headers)
+
+
+async def poll(method: str, authorization: str, query: Mapping[str, str]) -> Answer:
+    """`GET gateway-config/`: `query` maps each parameter to its (last) value."""
+    if method != "GET":
+        return _not_allowed("GET")
     covered = await wakeup.announcements_arrive()
     ticket = wakeup.watch.ticket()
-    answer = await _db(_start_poll)(request.headers.get("Authorization", ""))
-    if isinstance(answer, HttpResponse):
-        return answer
+    key = token_key(authorization)
+    if key is None:
+        return _refused(call_batch.UNAUTHENTICATED)
+    answer = await call_batch.submit(Poll(key))
+    if isinstance(answer, Refusal):
+        return _refused(answer)
     snapshot = answer
     try:
-        known, wait = _poll_parameters(request.GET)
+        known, wait = _poll_parameters(query)
     except _BadParameter as exc:
-        return JsonResponse({exc.field: [exc.message]}, status=400)
+        return _json(400, {exc.field: [exc.message]})
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     while snapshot.number == known:
         remaining = deadline - loop.time()
         if remaining <= 0:
-            response = HttpResponse(status=304)
-            response["ETag"] = f'"{snapshot.number}"'
-            return response
+            return Answer(304, headers={"ETag": f'"{snapshot.number}"'})
         timeout = remaining if covered else min(remaining, RECHECK_SECONDS)
         news = await wakeup.watch.wait(ticket, timeout)
         if news is None:
             if not covered:
-                snapshot = await _db(generation.current)()
+                snapshot = await _current()
             continue
         ticket, announced = news
         if announced is None:  # made by another process: read it from the database
-            snapshot = await _db(generation.current)()
+            snapshot = await _current()
         elif announced.number > snapshot.number:
             snapshot = announced
-    response = HttpResponse(snapshot.body, content_type="application/json")
-    response["ETag"] = f'"{snapshot.number}"'
-    return response
+    return _document(snapshot)
 
 
-def _start_poll(authorization: str) -> Snapshot | HttpResponse:
-    """Authenticate, note that the gateway was seen, and read the newest generation."""
-    gateway = _calling_gateway(authorization)
-    if isinstance(gateway, HttpResponse):
-        return gateway
-    snapshot = generation.current()
-    now = timezone.now()
-    seen = gateway.last_seen
-    if seen is None or (now - seen).total_seconds() >= LAST_SEEN_RESOLUTION_SECONDS:
-        Gateway.objects.filter(pk=gateway.pk).update(last_seen=now)
-        if gateway.status_at(snapshot.number, now) == Gateway.STALE:
-            live.changed(gateway.pk)  # it is back
-    return snapshot
+_current = database_sync_to_async(generation.current, thread_sensitive=False)
 
 
 class _BadParameter(Exception):
@@ -140,34 +133,43 @@ def _poll_parameters(query) -> tuple[int, float]:
     return known, wait
 
 
-@csrf_exempt  # token authentication; no cookies involved
-async def gateway_ack(request, name: str):
-    if request.method != "POST":
-        return HttpResponseNotAllowed(["POST"])
-    return await _db(_ack)(request.headers.get("Authorization", ""), name, request.body)
-
-
-def _ack(authorization: str, name: str, body: bytes) -> HttpResponse:
-    gateway = _calling_gateway(authorization)
-    if isinstance(gateway, HttpResponse):
-        return gateway
-    if gateway.name != name:
-        return JsonResponse({"detail": "A gateway acknowledges only for itself."}, status=403)
+async def ack(method: str, authorization: str, name: str, body: bytes) -> Answer:
+    """`POST gateways/{name}/ack/`."""
+    if method != "POST":
+        return _not_allowed("POST")
+    key = token_key(authorization)
+    if key is None:
+        return _refused(call_batch.UNAUTHENTICATED)
     try:
         number = json.loads(body)["generation"]
     except (ValueError, KeyError, TypeError):
         number = None
     if not isinstance(number, int) or isinstance(number, bool) or number < 0:
-        message = 'Send {"generation": N}, N a non-negative integer.'
-        return JsonResponse({"generation": [message]}, status=400)
-    current = generation.newest_number()
-    if number > current:
-        message = f"Generation {number} does not exist; the newest is {current}."
-        return JsonResponse({"generation": [message]}, status=400)
-    record_ack(gateway, number)
-    gateway.acked_generation = max(gateway.acked_generation, number)
-    gateway.last_seen = timezone.now()
-    status = gateway.status_at(current, gateway.last_seen)
-    return JsonResponse(
-        {"name": name, "acked_generation": gateway.acked_generation, "status": status}
+        number = None  # refused once the caller is known: 401/403 come before 400
+    answer = await call_batch.submit(Ack(key, name, number))
+    if isinstance(answer, Refusal):
+        return _refused(answer)
+    return _json(
+        200,
+        {"name": answer.name, "acked_generation": answer.acked_generation, "status": answer.status},
     )
+
+
+def _django_response(answer: Answer) -> HttpResponse:
+    response = HttpResponse(answer.body, status=answer.status)
+    if "Content-Type" not in answer.headers:
+        del response["Content-Type"]
+    for name, value in answer.headers.items():
+        response[name] = value
+    return response
+
+
+async def gateway_config(request):
+    answer = await poll(request.method, request.headers.get("Authorization", ""), request.GET)
+    return _django_response(answer)
+
+
+@csrf_exempt  # token authentication; no cookies involved
+async def gateway_ack(request, name: str):
+    authorization = request.headers.get("Authorization", "")
+    return _django_response(await ack(request.method, authorization, name, request.body))

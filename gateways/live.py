@@ -72,7 +72,7 @@ def _send(ids: set[int]) -> None:
             return
         latest = newest_row()
         context = {"generation": latest[0] if latest else 0, "now": timezone.now()}
-        for fields in GatewaySerializer(gateways, many=True, context=context).data:
-            dashboard_live.broadcast("gateway", dict(fields))
+        serialized = GatewaySerializer(gateways, many=True, context=context).data
+        dashboard_live.broadcast("gateway", *map(dict, serialized))
     finally:
         close_old_connections()

@@ -24,8 +24,8 @@ from gateways.models import Gateway, Generation
     retry_jitter=True,
     max_retries=None,  # until delivered, or superseded by a newer generation's delivery
 )
-def deliver(gateway_id: int, generation: int) -> str:
-    return delivery.deliver(gateway_id, generation)
+def deliver(generation: int, gateway_ids: list[int] | None = None) -> str:
+    return delivery.deliver(generation, gateway_ids)
 
 
 @shared_task

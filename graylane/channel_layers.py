@@ -10,7 +10,7 @@ class InProcessChannelLayer(InMemoryChannelLayer):
     Its queues are asyncio.Queues awaited by consumers on the server's event loop. A job
     thread's broadcast runs on a loop of its own, and asyncio is not thread-safe: the put
     wakes the consumer's future without waking the server's loop, so the event waited until
-    something else woke that loop (daphne's once-a-second checker). Sends from another loop
+    something else woke that loop (the server's next timer or request). Sends from another loop
     therefore run on the loop the consumers receive on."""
 
     def __init__(self, *args, **kwargs):

@@ -7,7 +7,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from graylane.env import env_bool, env_float, env_list, env_str
+from graylane.env import env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("GRAYLANE_VAR_DIR", str(BASE_DIR / "var")))
@@ -27,7 +27,6 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -160,7 +159,8 @@ if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "graylane.channel_layers.InProcessChannelLayer"}}
-    CELERY_BROKER_URL = "memory://"
+    CELERY_BROKER_URL = None
+    CELERY_BROKER_TRANSPORT = "graylane.memory_broker:Transport"
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -170,9 +170,6 @@ CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": env_str("REDIS_PREFIX", "graylane") + ":"}
-if not REDIS_URL:
-    # The in-memory broker is polled: a queued task (a gateway delivery) waits up to this long.
-    CELERY_BROKER_TRANSPORT_OPTIONS["polling_interval"] = 0.01
 
 DRAIN_SECONDS = env_float("DRAIN_SECONDS", 5.0)
 
@@ -180,6 +177,7 @@ DRAIN_SECONDS = env_float("DRAIN_SECONDS", 5.0)
 GATEWAY_STALE_SECONDS = env_float("GATEWAY_STALE_SECONDS", 30.0, minimum=1.0)
 GATEWAY_BEHIND_BANNER_SECONDS = env_float("GATEWAY_BEHIND_BANNER_SECONDS", 30.0)
 GATEWAY_PUSH_TIMEOUT = env_float("GATEWAY_PUSH_TIMEOUT", 5.0, minimum=0.1)
+GATEWAY_PUSH_CONCURRENCY = env_int("GATEWAY_PUSH_CONCURRENCY", 32, minimum=1)
 GATEWAY_RETRY_MAX_DELAY = env_float("GATEWAY_RETRY_MAX_DELAY", 30.0, minimum=1.0)
 GATEWAY_WAKEUP_CHANNEL = env_str("REDIS_PREFIX", "graylane") + ":gateways:generation"
 GATEWAY_SWEEP_SECONDS = max(1.0, GATEWAY_STALE_SECONDS / 3)

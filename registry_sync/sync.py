@@ -336,5 +336,6 @@ def _announce(summary: SyncSummary, rows: list[Instance]) -> None:
     if len(rows) > MAX_INSTANCE_EVENTS:
         broadcast("registry", {"registry": summary.registry, "changed": len(rows)})
         return
-    for row in rows:
-        broadcast("instance", {"service": row.service.name, **InstanceSerializer(row).data})
+    broadcast(
+        "instance", *({"service": row.service.name, **InstanceSerializer(row).data} for row in rows)
+    )

@@ -1,4 +1,4 @@
-"""Real processes for tests and benchmarks: daphne serving graylane.asgi, and
+"""Real processes for tests and benchmarks: uvicorn serving graylane.asgi (as `make run`), and
 `celery -A graylane worker`, on a database and broker of the caller's choosing.
 
 Each runs in its own session (process group), so stopping it also stops what it forked.
@@ -116,11 +116,12 @@ class Process:
         self.stop()
 
 
-class DaphneServer(Process):
+class AsgiServer(Process):
     def __init__(self, env: dict[str, str]):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
+        args = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.port)]
+        args += ["--lifespan", "off", "--no-access-log", "--timeout-graceful-shutdown", "3"]
         super().__init__([*args, "graylane.asgi:application"], env)
 
     def is_ready(self) -> bool:

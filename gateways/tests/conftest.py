@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 
 from gateways.models import Gateway
-from tests.processes import DaphneServer, database_url, django_env
+from tests.processes import AsgiServer, database_url, django_env
 
 
 def wait_until(predicate, timeout: float = 10.0, what: str = "the condition"):
@@ -50,6 +50,6 @@ def celery_worker(django_db_setup, django_db_blocker):
 
 @pytest.fixture(scope="module")
 def server(django_db_setup, django_db_blocker):
-    """daphne serving graylane.asgi on the test database, for a whole test module."""
-    with DaphneServer(django_env(database_url(connection.settings_dict))) as daphne:
-        yield daphne
+    """uvicorn serving graylane.asgi on the test database, for a whole test module."""
+    with AsgiServer(django_env(database_url(connection.settings_dict))) as server:
+        yield server

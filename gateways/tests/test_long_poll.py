@@ -1,4 +1,4 @@
-"""The pull long poll against a real daphne (a subprocess on the test database)."""
+"""The pull long poll against a real uvicorn (a subprocess on the test database)."""
 
 import asyncio
 import time
@@ -178,3 +178,36 @@ def test_credentials_and_parameters(server, make_gateway, make_user):
         response = httpx.get(url, params=params, headers=auth(token))
         assert response.status_code == 400, params
         assert field in response.json()
+
+
+def test_a_burst_of_acks_each_gets_its_own_answer(server, make_gateway):
+    """Acks that arrive together are recorded together (gateways.call_batch); each caller
+    still gets the answer to its own call, refusals included."""
+    gateways = [make_gateway(f"gw-{n}") for n in range(30)]
+    current = current_generation(server, gateways[0][1])
+    calls = [
+        (f"gw-{n}", token, {"generation": current}) for n, (_, token, _) in enumerate(gateways)
+    ]
+    calls += [
+        ("gw-0", "not-a-token", {"generation": current}),  # 401
+        ("gw-1", gateways[2][1], {"generation": current}),  # gw-2 acking for gw-1: 403
+        ("gw-3", gateways[3][1], {"generation": current + 5}),  # does not exist yet: 400
+        ("gw-4", gateways[4][1], {"generation": "new"}),  # 400
+    ]
+
+    async def run() -> list[httpx.Response]:
+        limits = httpx.Limits(max_connections=100)
+        async with httpx.AsyncClient(base_url=server.url, timeout=30, limits=limits) as client:
+            return await asyncio.gather(
+                *(
+                    client.post(f"/api/v1/gateways/{name}/ack/", json=body, headers=auth(key))
+                    for name, key, body in calls
+                )
+            )
+
+    responses = asyncio.run(run())
+    assert [r.status_code for r in responses] == [200] * 30 + [401, 403, 400, 400]
+    assert [r.json()["name"] for r in responses[:30]] == [f"gw-{n}" for n in range(30)]
+    assert {r.json()["status"] for r in responses[:30]} == {"in_sync"}
+    assert "generation" in responses[-2].json() and "generation" in responses[-1].json()
+    assert Gateway.objects.filter(acked_generation=current, acked_at__isnull=False).count() == 30

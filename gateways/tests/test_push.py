@@ -94,10 +94,41 @@ def test_an_unreachable_gateway_fails_until_its_endpoint_is_fixed(
         lambda: Gateway.objects.filter(pk=gateway.pk, attempts__gte=1).first(),
         what="a failed attempt",
     )
-    assert "ConnectError" in failing.last_error
+    assert "Connection refused" in failing.last_error
     response = api("admin").patch(
         "/api/v1/gateways/edge/", {"endpoint": receiver.url + "/config"}, format="json"
     )
     assert response.status_code == 200
     wait_until(acked(gateway, number), what="delivery to the new endpoint")
     assert receiver.applied == [number]
+
+
+def test_one_delivery_serves_every_push_gateway_and_a_failing_one_holds_up_no_other(
+    celery_worker, make_gateway
+):
+    with (
+        PushReceiver(secret="-") as slow,
+        PushReceiver(secret="-") as broken,
+        PushReceiver(secret="-") as healthy,
+    ):
+        gateways = {}
+        for name, receiver in (("slow", slow), ("broken", broken), ("healthy", healthy)):
+            gateways[name], _, receiver.secret = make_gateway(
+                name, Gateway.PUSH, receiver.url + "/cfg"
+            )
+        slow.delay(1.0)  # in parallel: the others do not wait for it
+        broken.fail_with(503, "restarting")
+        number = generation.bump("test")
+        wait_until(acked(gateways["healthy"], number), timeout=0.9, what="the healthy gateway")
+        wait_until(acked(gateways["slow"], number), what="the slow gateway")
+        failing = wait_until(
+            lambda: Gateway.objects.filter(pk=gateways["broken"].pk, attempts__gte=2).first(),
+            what="the broken gateway's retry",
+        )
+        assert "HTTP 503" in failing.last_error
+        healthy_pushes = len(healthy.requests_to("/cfg"))
+        broken.fail_with(None)
+        wait_until(acked(gateways["broken"], number), timeout=15, what="the repaired gateway")
+        # Retries went to the broken gateway only: the others already run `number`.
+        assert len(healthy.requests_to("/cfg")) == healthy_pushes == 1
+        assert (healthy.applied, slow.applied, broken.applied) == ([number],) * 3

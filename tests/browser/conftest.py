@@ -1,6 +1,6 @@
 """Fixtures for the browser tests: the real Debian chromium, driven by Playwright's sync API,
 against pytest-django's `live_server` (a real HTTP server on loopback, in a thread) or, for
-tests that need websockets, the real ASGI server (`asgi_server`, daphne in a subprocess).
+tests that need websockets, the real ASGI server (`asgi_server`, uvicorn in a subprocess).
 
 Without /usr/bin/chromium the tests skip, unless REQUIRE_BROWSER=true (CI): then they fail,
 so a CI machine that lost its browser cannot pass by skipping everything.
@@ -102,12 +102,12 @@ def asgi_server_env(tmp_path):
 
 @pytest.fixture
 def asgi_server(transactional_db, asgi_server_env):
-    """daphne serving graylane.asgi on a free loopback port, against the test database:
+    """uvicorn serving graylane.asgi on a free loopback port, against the test database:
     `.url` (http://127.0.0.1:PORT, an allowed host, so the websocket's Origin passes),
     `.log()` (its output). transactional_db: what the test writes is committed, so the
     server sees it; the server is stopped before that database is flushed."""
     env = processes.django_env(processes.database_url(connection.settings_dict), **asgi_server_env)
-    with processes.DaphneServer(env) as server:
+    with processes.AsgiServer(env) as server:
         yield server
 
 

@@ -19,7 +19,7 @@ DRAIN_SECONDS = 1.5
 
 @pytest.fixture
 def server_url(asgi_server):
-    """This module's pages come from daphne (websockets), not from the WSGI live server."""
+    """This module's pages come from uvicorn (websockets), not from the WSGI live server."""
     return asgi_server.url
 
 
@@ -48,7 +48,7 @@ def user_app(transactional_db):
 
 
 def server_log_tail(server) -> str:
-    return "daphne's log ends with:\n" + server.log()[-3000:]
+    return "The server's log ends with:\n" + server.log()[-3000:]
 
 
 def instance_row(page, address: str):

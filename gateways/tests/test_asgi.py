@@ -1,0 +1,103 @@
+"""The gateway endpoints served straight from ASGI (gateways/asgi.py)."""
+
+import asyncio
+import json
+
+import pytest
+
+from gateways import generation
+from gateways.asgi import _gateway_call
+from gateways.gateway_api import gateway_ack, gateway_config
+from graylane.asgi import application
+
+
+@pytest.mark.parametrize(
+    "path,expected",
+    [
+        ("/api/v1/gateway-config/", (gateway_config, {})),
+        ("/api/v1/gateways/edge-1/ack/", (gateway_ack, {"name": "edge-1"})),
+        ("/api/v1/gateways/pull_7/ack/", (gateway_ack, {"name": "pull_7"})),
+        ("/api/v1/gateways/a/b/ack/", None),
+        ("/api/v1/gateways/edge-1/", None),
+        ("/api/v1/gateway-config/extra/", None),
+    ],
+)
+def test_only_the_gateway_endpoints_take_the_short_path(path, expected):
+    # Anything else must reach Django (middleware, sessions, DRF) untouched.
+    assert _gateway_call(path) == expected
+
+
+def scope(path: str, token: str, query: bytes = b"", method: str = "GET") -> dict:
+    return {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "query_string": query,
+        "headers": [(b"host", b"127.0.0.1"), (b"authorization", f"Token {token}".encode())],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_long_poll_whose_gateway_went_away_is_dropped_at_once(make_gateway):
+    _, token, _ = make_gateway("edge")
+    known = generation.newest_number()
+    sent = []
+
+    async def run() -> float:
+        disconnect = asyncio.Event()
+        requests = [{"type": "http.request", "body": b"", "more_body": False}]
+
+        async def receive():
+            if requests:
+                return requests.pop()
+            await disconnect.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            sent.append(message)
+
+        query = f"known={known}&wait=30".encode()
+        call = asyncio.create_task(
+            application(scope("/api/v1/gateway-config/", token, query), receive, send)
+        )
+        await asyncio.sleep(0.5)
+        assert not call.done(), "nothing changed: the poll waits"
+        loop = asyncio.get_running_loop()
+        gone = loop.time()
+        disconnect.set()
+        await asyncio.wait_for(call, 2)
+        return loop.time() - gone
+
+    assert asyncio.run(run()) < 0.5
+    assert sent == [], "nobody to answer"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_ack_through_asgi_has_the_api_answer(make_gateway):
+    _, token, _ = make_gateway("edge")
+    current = generation.newest_number()
+    sent = []
+
+    async def run():
+        async def receive():
+            body = json.dumps({"generation": current}).encode()
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message):
+            sent.append(message)
+
+        await application(scope("/api/v1/gateways/edge/ack/", token, method="POST"), receive, send)
+
+    asyncio.run(run())
+    start, body = sent
+    assert start["status"] == 200
+    headers = dict(start["headers"])
+    assert headers[b"content-type"] == b"application/json"
+    assert int(headers[b"content-length"]) == len(body["body"])
+    assert json.loads(body["body"]) == {
+        "name": "edge",
+        "acked_generation": current,
+        "status": "in_sync",
+    }

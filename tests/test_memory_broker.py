@@ -1,0 +1,45 @@
+"""The default mode's broker (graylane/memory_broker.py): a queued message wakes the
+worker at once, and an idle worker sleeps instead of polling."""
+
+import threading
+import time
+
+from kombu import Connection, Exchange, Queue
+
+from graylane.memory_broker import Transport
+
+QUEUE = Queue("graylane-test", Exchange("graylane-test"), routing_key="graylane-test")
+
+
+def test_a_message_queued_by_another_thread_wakes_the_consumer_at_once():
+    received = []
+    connection = Connection(transport=Transport)
+    consumer = connection.Consumer(QUEUE, callbacks=[lambda body, _: received.append(body)])
+    with connection, consumer:
+        producer = connection.Producer()
+
+        def publish_later():
+            time.sleep(0.3)
+            producer.publish("hello", exchange=QUEUE.exchange, routing_key="graylane-test")
+
+        threading.Thread(target=publish_later).start()
+        started = time.monotonic()
+        connection.drain_events(timeout=5)
+        waited = time.monotonic() - started
+    assert received == ["hello"]
+    assert 0.25 < waited < 0.4, f"woken {waited - 0.3:+.3f} s after the message was queued"
+
+
+def test_an_idle_consumer_sleeps_until_its_timeout():
+    connection = Connection(transport=Transport)
+    with connection, connection.Consumer(QUEUE, callbacks=[]):
+        started_cpu, started = time.process_time(), time.monotonic()
+        try:
+            connection.drain_events(timeout=0.5)
+        except TimeoutError:
+            pass
+        else:
+            raise AssertionError("nothing was queued: drain_events must time out")
+        waited, cpu = time.monotonic() - started, time.process_time() - started_cpu
+    assert waited >= 0.5
+    assert cpu < 0.05, f"{cpu:.3f} s of CPU while waiting: it polls"
