@@ -104,7 +104,6 @@ def bump(reason: str, *, only_if_none: bool = False) -> int:
             created_at=now,
         )
         Generation.objects.filter(number__lt=number).exclude(content="").update(content="")
-        _prune(now)
         snapshot = Snapshot(number, now, body.encode())
         transaction.on_commit(lambda: _announce(snapshot))
     log.info("Gateway document generation %s (%s).", number, reason)
@@ -119,7 +118,8 @@ def _serialise_bumps() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_BUMP_LOCK])
 
 
-def _prune(now: datetime) -> None:
+def prune(now: datetime) -> None:
+    """Forget generations older than HISTORY but the newest of them (the periodic sweep)."""
     oldest_kept = (
         Generation.objects.filter(created_at__lte=now - HISTORY)
         .order_by("-number")

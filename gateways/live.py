@@ -24,14 +24,25 @@ COALESCE_SECONDS = 0.2
 _lock = threading.Lock()
 _changed: set[int] = set()
 _wake = threading.Event()
+_everyone = False  # every gateway changed (a new generation)
 _sender: tuple[int, threading.Thread] | None = None  # (pid, thread): restarted after a fork
 
 
 def changed(*gateway_ids: int) -> None:
     """Announce, soon, the current state of these gateways."""
-    global _sender
+    _note(set(gateway_ids), everyone=False)
+
+
+def all_changed() -> None:
+    """Announce, soon, the current state of every gateway (a new generation)."""
+    _note(set(), everyone=True)
+
+
+def _note(gateway_ids: set[int], *, everyone: bool) -> None:
+    global _sender, _everyone
     with _lock:
         _changed.update(gateway_ids)
+        _everyone = _everyone or everyone
         if _sender is None or _sender[0] != os.getpid() or not _sender[1].is_alive():
             thread = threading.Thread(target=_send_forever, name="gateway-live", daemon=True)
             _sender = (os.getpid(), thread)
@@ -39,35 +50,35 @@ def changed(*gateway_ids: int) -> None:
     _wake.set()
 
 
-def all_changed() -> None:
-    changed(*Gateway.objects.values_list("pk", flat=True))
-
-
 def _send_forever() -> None:
+    global _everyone
     while True:
         _wake.wait()
         time.sleep(COALESCE_SECONDS)
         with _lock:
             _wake.clear()
-            ids = set(_changed)
+            ids, everyone = set(_changed), _everyone
             _changed.clear()
+            _everyone = False
         try:
-            _send(ids)
+            _send(None if everyone else ids)
         except Exception:
             # The page is a view of the database; a lost event must not stop later ones.
             log.exception("Could not broadcast the status of gateways %s.", sorted(ids))
 
 
-def _send(ids: set[int]) -> None:
-    """Reads only: a status message must never be what creates data."""
+def _send(ids: set[int] | None) -> None:
+    """The state of these gateways (None: of all). Reads only: a status message must never
+    be what creates data."""
     from gateways.generation import newest_row
     from gateways.serializers import GatewaySerializer
 
-    if not ids:
+    if ids is not None and not ids:
         return
     close_old_connections()
     try:
-        gateways = list(Gateway.objects.filter(pk__in=ids))
+        gateways = Gateway.objects.all() if ids is None else Gateway.objects.filter(pk__in=ids)
+        gateways = list(gateways)
         if not gateways:
             return
         latest = newest_row()

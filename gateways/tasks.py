@@ -32,11 +32,12 @@ def deliver(generation: int, gateway_ids: list[int] | None = None) -> str:
 def sweep() -> None:
     """Every GATEWAY_SWEEP_SECONDS (beat), what no event announces: a bump that failed
     after its change committed, a delivery whose task was lost (an in-memory broker
-    restarted), a pull gateway turning stale."""
+    restarted), a pull gateway turning stale; and old generations are forgotten."""
     now = timezone.now()
     newest = Generation.objects.order_by("-number").first()
     if newest is None:
         return
+    generation.prune(now)
     rebuilt = build_document(newest.number)
     if (rebuilt["revision"], rebuilt["checksum"]) != (newest.revision, newest.checksum):
         generation.bump("repair: the live state differs from the newest generation")

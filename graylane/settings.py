@@ -91,6 +91,8 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Threads of this process take turns to write without SQLite's sleeping busy handler.
+    DATABASES["default"]["ENGINE"] = "graylane.sqlite_backend"
     # Concurrent writers wait for the lock instead of failing at once.
     # WAL: readers do not wait for the writer, and a commit costs no full fsync.
     DATABASES["default"]["OPTIONS"] = {

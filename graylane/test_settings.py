@@ -15,7 +15,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Connections kept by worker threads would block dropping the test database.
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
 
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+if DATABASES["default"]["ENGINE"] == "graylane.sqlite_backend":  # noqa: F405
     # A file, not shared-cache memory: threads of the concurrency and browser tests then
     # wait on SQLite's lock (timeout above) instead of failing with "table is locked".
     # One file per run, so two runs on one machine do not share it.

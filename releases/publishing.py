@@ -83,9 +83,11 @@ def publish(
 
     `audit_view` picks what the audit entry records of a document (for example the policy
     fields, or one service's override); only the parts that changed are recorded."""
-    load_state()
     with transaction.atomic():
-        state = PolicyState.objects.select_for_update().get(pk=1)
+        state = PolicyState.objects.select_for_update().filter(pk=1).first()
+        if state is None:  # a fresh installation: its initial revision first
+            _create_initial_state()
+            state = PolicyState.objects.select_for_update().get(pk=1)
         if expected_revision is not None and expected_revision != state.revision:
             raise StaleRevision(state)
         before = state.document

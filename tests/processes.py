@@ -26,7 +26,7 @@ def free_port() -> int:
 
 def database_url(settings_dict: dict) -> str:
     """A DATABASE_URL for Django's `connection.settings_dict` (e.g. the test database)."""
-    if settings_dict["ENGINE"].endswith("sqlite3"):
+    if settings_dict["ENGINE"].endswith(("sqlite3", "sqlite_backend")):
         return f"sqlite:///{settings_dict['NAME']}"
     password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
     host = settings_dict.get("HOST") or "127.0.0.1"

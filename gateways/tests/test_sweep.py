@@ -55,3 +55,16 @@ def test_pull_gateways_turning_stale_are_announced(make_gateway, monkeypatch, se
     tasks.sweep()
     assert announced == [just_stale.pk]
     assert Generation.objects.count() == 1
+
+
+def test_the_sweep_forgets_old_generations_but_the_one_current_back_then():
+    long_ago = timezone.now() - generation.HISTORY - timedelta(hours=1)
+    old = [generation.bump(f"old {n}") for n in range(3)]
+    Generation.objects.filter(number__in=old).update(created_at=long_ago)
+    recent = generation.bump("recent")
+    tasks.sweep()
+    # The newest of the old ones was current until `recent`: "behind since when" needs it.
+    assert list(Generation.objects.order_by("number").values_list("number", flat=True)) == [
+        old[-1],
+        recent,
+    ]
