@@ -134,9 +134,10 @@ def _announce(snapshot: Snapshot) -> None:
     from gateways import delivery, live, wakeup
 
     _remember(snapshot)
-    # Pollers first: they answer from memory. Then the queued deliveries, then the page.
-    wakeup.announce(snapshot)
+    # Deliveries first: a push takes longer than a poll's answer, and the pollers' answers
+    # (from memory, all at once) would keep this thread from queuing it. Then the page.
     delivery.enqueue(snapshot.number)
+    wakeup.announce(snapshot)
     live.all_changed()
 
 

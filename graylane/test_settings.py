@@ -14,6 +14,9 @@ from graylane.settings import *  # noqa: E402,F403
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Connections kept by worker threads would block dropping the test database.
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
+# Nor a pool here: the test run creates and drops the test database under the same alias.
+# (The servers and workers the tests start use the real settings, pool included.)
+DATABASES["default"]["OPTIONS"].pop("pool", None)  # noqa: F405
 
 if DATABASES["default"]["ENGINE"] == "graylane.sqlite_backend":  # noqa: F405
     # A file, not shared-cache memory: threads of the concurrency and browser tests then

@@ -39,6 +39,9 @@ def celery_worker(django_db_setup, django_db_blocker):
 
     from graylane.celery import app
 
+    # Tasks queued by earlier tests that had no worker (their database is gone) would
+    # deliver to this module's gateways.
+    app.control.purge()
     with (
         django_db_blocker.unblock(),
         start_worker(
