@@ -10,6 +10,7 @@ document never follows a newer one. Acks only move forward. A delivery that fail
 some gateways is retried (gateways.tasks) for those only: the others are no longer behind.
 """
 
+import contextlib
 import json
 import logging
 import os
@@ -17,8 +18,8 @@ import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
+from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from gateways import generation, live, yaml_layout
@@ -148,29 +149,44 @@ def _publish_to_nacos(gateway: Gateway, snapshot: generation.Snapshot) -> int:
 
 
 def record_acks(acks: dict[int, int], *, seen=(), delivered: bool = False) -> None:
-    """Gateway pk -> the generation it runs, for many gateways in one transaction (a few
-    statements whatever their number: acks come in bursts, one per gateway per
-    generation). `seen`: more gateways to mark seen now, with no ack."""
+    """Gateway pk -> the generation it runs, for many gateways at once: one UPDATE per
+    distinct generation (acks come in bursts, all for the newest one), each moving a gateway
+    forward only (an older or repeated ack just marks it seen). `seen`: more gateways to
+    mark seen now, with no ack."""
     now = timezone.now()
     attempt = {"last_attempt_at": now} if delivered else {}
     by_number: dict[int, list[int]] = {}
     for pk, number in acks.items():
         by_number.setdefault(number, []).append(pk)
-    with transaction.atomic():
-        for number, pks in by_number.items():
-            Gateway.objects.filter(pk__in=pks, acked_generation__lt=number).update(
-                acked_generation=number,
-                acked_at=now,
-                last_seen=now,
-                last_error="",
-                attempts=0,
-                **attempt,
-            )
-        # Acks that moved nothing (old or repeated) and the rest still count as seen.
-        Gateway.objects.filter(pk__in=[*acks, *seen]).exclude(last_seen=now).update(
-            last_seen=now, **attempt
-        )
+    updates = [(pks, _ack_fields(number, now)) for number, pks in by_number.items()]
+    if seen:
+        updates.append((list(seen), {}))
+    # One statement needs no transaction of its own, except on SQLite, where an explicit one
+    # queues for this process's write lock instead of SQLite's sleeping busy handler.
+    atomic = len(updates) > 1 or connection.vendor == "sqlite"
+    with transaction.atomic() if atomic else contextlib.nullcontext():
+        for pks, fields in updates:
+            Gateway.objects.filter(pk__in=pks).update(last_seen=now, **attempt, **fields)
     live.changed(*acks, *seen)
+
+
+def _ack_fields(number: int, now) -> dict:
+    """The fields an ack of `number` sets, in SQL: only on gateways still below it."""
+
+    def forward(field: str, value):
+        output = Gateway._meta.get_field(field)
+        return Case(
+            When(acked_generation__lt=number, then=Value(value, output_field=output)),
+            default=F(field),
+            output_field=output,
+        )
+
+    return {
+        "acked_generation": forward("acked_generation", number),
+        "acked_at": forward("acked_at", now),
+        "last_error": forward("last_error", ""),
+        "attempts": forward("attempts", 0),
+    }
 
 
 def record_failure(gateway: Gateway, message: str) -> None:
