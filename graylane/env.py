@@ -29,26 +29,21 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 def env_float(name: str, default: float, minimum: float = 0.0) -> float:
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a number.") from None
-    if value < minimum:
-        raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum}.")
-    return value
+    return _env_number(name, default, minimum, float, "a number")
 
 
 def env_int(name: str, default: int, minimum: int = 0) -> int:
+    return _env_number(name, default, minimum, int, "a whole number")
+
+
+def _env_number(name: str, default, minimum, parse, kind: str):
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default
     try:
-        value = int(raw)
+        value = parse(raw)
     except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number.") from None
+        raise ImproperlyConfigured(f"{name}={raw!r} is not {kind}.") from None
     if value < minimum:
         raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum}.")
     return value
