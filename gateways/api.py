@@ -86,4 +86,5 @@ class GatewayViewSet(viewsets.ModelViewSet):
     @staticmethod
     def _deliver_current(gateway: Gateway) -> None:
         if gateway.delivered_by_us:
-            delivery.enqueue(generation.newest_number(), [gateway.pk])
+            newest = generation.current()
+            delivery.enqueue(newest.number, newest.created_at, [gateway.pk])

@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from datetime import datetime
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -35,8 +36,9 @@ MAX_ERROR_LENGTH = 2000
 FAILURES_SHOWN = 3
 
 
-def enqueue(number: int, gateway_ids=None) -> None:
-    """Queue a delivery of generation `number` to push and Nacos gateways (all, or these)."""
+def enqueue(number: int, made_at: datetime, gateway_ids=None) -> None:
+    """Queue a delivery of generation `number` (made at `made_at`) to push and Nacos
+    gateways (all, or these)."""
     from gateways.tasks import deliver
 
     if gateway_ids is None:
@@ -44,16 +46,21 @@ def enqueue(number: int, gateway_ids=None) -> None:
             return  # pull gateways only: nothing for a task to do
     elif not gateway_ids:
         return
-    deliver.delay(number, None if gateway_ids is None else list(gateway_ids))
+    ids = None if gateway_ids is None else list(gateway_ids)
+    deliver.delay(number, made_at.isoformat(), ids)
 
 
-def deliver(number: int, gateway_ids=None) -> str:
+def deliver(number: int, made_at: datetime, gateway_ids=None) -> str:
     """One attempt to bring push and Nacos gateways (all, or these) that are behind to the
     newest generation (at least `number`); returns what happened, raises DeliveryError
     after recording the failures if any gateway failed."""
     snapshot = generation.current()
     if snapshot.number > number:
         return f"superseded by generation {snapshot.number}"
+    if (snapshot.number, snapshot.created_at) != (number, made_at):
+        # The database was reset (or restored) since this was queued: its generations are
+        # not this one, and the newest has a delivery of its own.
+        return f"generation {number} of {made_at.isoformat()} is gone"
     behind = Gateway.objects.filter(
         mode__in=(Gateway.PUSH, Gateway.NACOS), acked_generation__lt=snapshot.number
     )

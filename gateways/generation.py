@@ -136,7 +136,7 @@ def _announce(snapshot: Snapshot) -> None:
     _remember(snapshot)
     # Deliveries first: a push takes longer than a poll's answer, and the pollers' answers
     # (from memory, all at once) would keep this thread from queuing it. Then the page.
-    delivery.enqueue(snapshot.number)
+    delivery.enqueue(snapshot.number, snapshot.created_at)
     wakeup.announce(snapshot)
     live.all_changed()
 

@@ -1,6 +1,6 @@
 """Celery tasks: deliveries to push and Nacos gateways, and a periodic sweep."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from celery import shared_task
 from django.conf import settings
@@ -24,8 +24,8 @@ from gateways.models import Gateway, Generation
     retry_jitter=True,
     max_retries=None,  # until delivered, or superseded by a newer generation's delivery
 )
-def deliver(generation: int, gateway_ids: list[int] | None = None) -> str:
-    return delivery.deliver(generation, gateway_ids)
+def deliver(generation: int, made_at: str, gateway_ids: list[int] | None = None) -> str:
+    return delivery.deliver(generation, datetime.fromisoformat(made_at), gateway_ids)
 
 
 @shared_task
@@ -51,7 +51,7 @@ def sweep() -> None:
         Q(last_attempt_at__lt=forgotten_before)
         | Q(last_attempt_at__isnull=True, created_at__lt=forgotten_before)
     )
-    delivery.enqueue(newest.number, list(forgotten.values_list("pk", flat=True)))
+    delivery.enqueue(newest.number, newest.created_at, forgotten.values_list("pk", flat=True))
     stale_since = now - timedelta(seconds=settings.GATEWAY_STALE_SECONDS)
     turned_stale = Gateway.objects.annotate(seen=Coalesce("last_seen", "created_at")).filter(
         mode=Gateway.PULL,

@@ -1,9 +1,12 @@
 """Push delivery end to end: Celery worker (in this process, on the configured broker),
 signed POSTs to a loopback receiver, retries with backoff, newest generation wins."""
 
-import pytest
+from datetime import timedelta
 
-from gateways import generation
+import pytest
+from django.utils import timezone
+
+from gateways import delivery, generation
 from gateways.models import Gateway
 from gateways.tests.conftest import wait_until
 from gateways.tests.receiver import PushReceiver
@@ -132,3 +135,16 @@ def test_one_delivery_serves_every_push_gateway_and_a_failing_one_holds_up_no_ot
         # Retries went to the broken gateway only: the others already run `number`.
         assert len(healthy.requests_to("/cfg")) == healthy_pushes == 1
         assert (healthy.applied, slow.applied, broken.applied) == ([number],) * 3
+
+
+def test_a_delivery_queued_before_the_database_was_reset_is_dropped(receiver, push_gateway):
+    # Generation numbers start again after a reset: a task queued before it (a retry, say)
+    # must not push the new database's generation as if it were its own.
+    number = generation.newest_number()
+    before_the_reset = timezone.now() - timedelta(days=1)
+    assert "is gone" in delivery.deliver(number, before_the_reset)
+    assert receiver.requests_to("/graylane/config") == []
+    current = generation.current()
+    outcome = delivery.deliver(number, current.created_at)
+    assert outcome == f"delivered generation {number} to 1 gateways"
+    assert receiver.applied == [number]

@@ -15,7 +15,9 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def queued(monkeypatch):
     calls = []
-    monkeypatch.setattr(delivery, "enqueue", lambda number, ids=None: calls.append(ids))
+    monkeypatch.setattr(
+        delivery, "enqueue", lambda number, made_at, ids=None: calls.append(list(ids))
+    )
     return calls
 
 
