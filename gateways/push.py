@@ -11,6 +11,7 @@ of httpx's CPU per request (measured), and keep-alive connections are kept per e
 import http.client
 import json
 import os
+import select
 import socket
 import ssl
 import threading
@@ -80,8 +81,18 @@ class ConnectionPool:
         with self._lock:
             if self._pid != os.getpid():  # a forked worker: the parent's sockets are not ours
                 self._idle, self._pid = {}, os.getpid()
-            idle = self._idle.get(origin)
-            return idle.pop() if idle else None
+            idle = self._idle.get(origin, [])
+            while idle:
+                connection = idle.pop()
+                # Readable while idle means the gateway hung up (or sent what nobody asked
+                # for): that connection is done; the POST goes on another one.
+                if (
+                    connection.sock is not None
+                    and not select.select([connection.sock], [], [], 0)[0]
+                ):
+                    return connection
+                connection.close()
+            return None
 
     @staticmethod
     def _connect(origin, timeout: float) -> http.client.HTTPConnection:

@@ -137,14 +137,26 @@ def test_one_delivery_serves_every_push_gateway_and_a_failing_one_holds_up_no_ot
         assert (healthy.applied, slow.applied, broken.applied) == ([number],) * 3
 
 
-def test_a_delivery_queued_before_the_database_was_reset_is_dropped(receiver, push_gateway):
+def test_a_delivery_queued_before_the_database_was_reset_is_dropped(make_gateway, receiver):
     # Generation numbers start again after a reset: a task queued before it (a retry, say)
     # must not push the new database's generation as if it were its own.
-    number = generation.newest_number()
+    number = generation.newest_number()  # before the gateway exists: nothing is queued
+    _, _, receiver.secret = make_gateway("edge", Gateway.PUSH, receiver.url + "/cfg")
     before_the_reset = timezone.now() - timedelta(days=1)
     assert "is gone" in delivery.deliver(number, before_the_reset)
-    assert receiver.requests_to("/graylane/config") == []
-    current = generation.current()
-    outcome = delivery.deliver(number, current.created_at)
+    assert receiver.requests_to("/cfg") == []
+    outcome = delivery.deliver(number, generation.current().created_at)
     assert outcome == f"delivered generation {number} to 1 gateways"
     assert receiver.applied == [number]
+
+
+def test_a_gateway_that_hung_up_an_idle_connection_gets_the_next_push_once(
+    celery_worker, receiver, push_gateway
+):
+    first = generation.bump("one")
+    wait_until(acked(push_gateway, first), what="the first push")
+    receiver._server.close_connections()  # as a gateway closing idle keep-alive connections
+    second = generation.bump("two")
+    wait_until(acked(push_gateway, second), what="the second push")
+    assert receiver.applied == [first, second]
+    assert len(receiver.requests_to("/graylane/config")) == 2, "each push sent once"

@@ -7,7 +7,9 @@ JSON/text replies, the request log, and the outage switches ``fail_with`` and ``
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import traceback
 from dataclasses import dataclass, field
@@ -75,6 +77,30 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False  # do not wait for handlers stuck in a simulated delay
     fake: FakeHTTPServer
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.open_connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.connections_lock:
+            self.open_connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.connections_lock:
+            self.open_connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """Hang up on every client, as a server process that exits does: a kept-alive
+        connection must not outlive the server and reach a stopped fake."""
+        with self.connections_lock:
+            connections, self.open_connections = self.open_connections, set()
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that timed out and hung up is expected (timeout tests); stay quiet.
@@ -169,6 +195,7 @@ class FakeHTTPServer:
         self._stopping.set()  # wake handlers sleeping in a simulated delay
         server.shutdown()
         server.server_close()
+        server.close_connections()
         if self._thread is not None:
             self._thread.join(timeout=5)
 
