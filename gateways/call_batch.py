@@ -64,7 +64,8 @@ NOT_A_GATEWAY = Refusal(
 
 def answer(calls: list[Poll | Ack]) -> list[Snapshot | AckRecorded | Refusal]:
     """Each call's answer, in order: a Poll gets the newest generation's snapshot, an Ack
-    what was recorded. Reads every caller in one query and writes in one transaction."""
+    what was recorded. Reads every caller in one query and writes once (gateways.delivery's
+    record_acks)."""
     hashes = {call.key: hash_token(call.key) for call in calls}
     gateways = {g.token_hash: g for g in Gateway.objects.filter(token_hash__in=hashes.values())}
     unknown = set(hashes.values()) - gateways.keys()
@@ -122,15 +123,14 @@ class CallBatcher:
 
     def __init__(self):
         self._waiting: list[tuple[Poll | Ack, asyncio.Future]] = []
-        self._draining = False
+        self._draining: asyncio.Task | None = None  # held: the loop keeps weak references
 
     async def submit(self, call: Poll | Ack):
         future = asyncio.get_running_loop().create_future()
         self._waiting.append((call, future))
-        if not self._draining:
-            self._draining = True
+        if self._draining is None:
             # Starts on the loop's next turn: calls that arrived in this turn join it.
-            asyncio.get_running_loop().create_task(self._drain())
+            self._draining = asyncio.get_running_loop().create_task(self._drain())
         return await future
 
     async def _drain(self) -> None:
@@ -148,7 +148,7 @@ class CallBatcher:
                     if not future.done():  # a caller that went away was cancelled
                         future.set_result(result)
         finally:
-            self._draining = False
+            self._draining = None
 
 
 # Django's connection handling around each call, on the loop's shared executor.

@@ -2,7 +2,7 @@
 gateway runs (for all modes).
 
 A new generation is delivered by one task to all push and Nacos gateways at once, in
-parallel, with their acks recorded together: a publish makes a burst of deliveries, and
+parallel, their acks recorded in groups as they finish: a publish makes a burst of deliveries, and
 one task per gateway meant as many task dispatches, reads and competing writes. A delivery
 always sends the newest generation, whatever generation queued it: a delivery queued for
 an older one that finds a newer one leaves it to the newer one's delivery, so an older
