@@ -1,22 +1,24 @@
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "graylane.settings")
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)  # as Django's get_asgi_application(): the prefix is per request
 
 # Channels and the consumers import models, so they come after Django is set up.
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
 
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
 from gateways.asgi import with_gateway_endpoints  # noqa: E402
 from graylane.background import start_in_process_jobs  # noqa: E402
+from graylane.wsgi_in_asgi import django_application  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": with_gateway_endpoints(django_asgi_app),
+        "http": with_gateway_endpoints(django_application(settings.WEB_THREADS)),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
