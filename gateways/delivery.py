@@ -10,12 +10,13 @@ document never follows a newer one. Acks only move forward. A delivery that fail
 some gateways is retried (gateways.tasks) for those only: the others are no longer behind.
 """
 
+import asyncio
 import contextlib
 import json
 import logging
 import os
 import threading
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from django.conf import settings
@@ -27,7 +28,7 @@ from gateways import generation, live, yaml_layout
 from gateways.errors import DeliveryError
 from gateways.models import Gateway
 from gateways.nacos_config import NacosConfigClient, md5_hex
-from gateways.push import push
+from gateways.push import event_loop, push
 from registry_sync.adapters.base import RegistryError
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ def deliver(number: int, made_at: datetime, gateway_ids=None) -> str:
         return f"no gateway is behind generation {snapshot.number}"
     failures = []
     delivered = 0
-    for finished in _as_they_finish(lambda gateway: _deliver_one(gateway, snapshot), gateways):
+    for finished in _as_they_finish(gateways, snapshot):
         # Recorded as they come: a slow gateway does not hold up the others' acks.
         acks = {}
         for gateway, outcome in finished:
@@ -93,44 +94,65 @@ def deliver(number: int, made_at: datetime, gateway_ids=None) -> str:
     return f"delivered generation {snapshot.number} to {delivered} gateways"
 
 
-def _deliver_one(gateway: Gateway, snapshot: generation.Snapshot) -> int | DeliveryError:
-    """The generation the gateway runs now, or why not."""
-    try:
-        if gateway.mode == Gateway.PUSH:
-            applied = push(gateway, snapshot)
-        else:
-            applied = _publish_to_nacos(gateway, snapshot)
-    except DeliveryError as exc:
-        return exc
-    if applied < snapshot.number:
-        return DeliveryError(
-            f"The gateway answered that it runs generation {applied}, not {snapshot.number}."
-        )
-    return applied
-
-
 _executor: tuple[int, ThreadPoolExecutor] | None = None  # (pid, executor): new after a fork
 _executor_lock = threading.Lock()
 
 
-def _as_they_finish(function, items: list):
-    """Runs `function` on every item in parallel; yields lists of (item, result), each
-    with everything that finished since the last one."""
+def _nacos_executor() -> ThreadPoolExecutor:
     global _executor
-    if len(items) == 1:
-        yield [(items[0], function(items[0]))]
-        return
     with _executor_lock:
         if _executor is None or _executor[0] != os.getpid():
             pool = ThreadPoolExecutor(
-                max_workers=settings.GATEWAY_PUSH_CONCURRENCY, thread_name_prefix="gateway-push"
+                max_workers=settings.GATEWAY_PUSH_CONCURRENCY, thread_name_prefix="gateway-nacos"
             )
             _executor = (os.getpid(), pool)
-        pool = _executor[1]
-    pending = {pool.submit(function, item): item for item in items}
-    while pending:
-        done, _ = wait(pending, return_when=FIRST_COMPLETED)
-        yield [(pending.pop(future), future.result()) for future in done]
+        return _executor[1]
+
+
+def _as_they_finish(gateways: list[Gateway], snapshot: generation.Snapshot):
+    """Delivers `snapshot` to all `gateways` at once; yields lists of (gateway, the
+    generation it runs now or the DeliveryError saying why not), each with everything that
+    finished since the last one. Pushes run on this thread's event loop; Nacos publishes (a
+    blocking client) in a thread pool, their futures awaited on the same loop."""
+    loop = event_loop()
+    at_once = asyncio.Semaphore(settings.GATEWAY_PUSH_CONCURRENCY)
+
+    async def push_one(gateway: Gateway) -> int:
+        async with at_once:
+            return await push(gateway, snapshot)
+
+    pending = {}
+    for gateway in gateways:
+        if gateway.mode == Gateway.PUSH:
+            future = loop.create_task(push_one(gateway))
+        else:
+            work = _nacos_executor().submit(_publish_to_nacos, gateway, snapshot)
+            future = asyncio.wrap_future(work, loop=loop)
+        pending[future] = gateway
+    try:
+        while pending:
+            done, _ = loop.run_until_complete(
+                asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            )
+            yield [(pending.pop(future), _outcome(future, snapshot.number)) for future in done]
+    finally:
+        for future in pending:
+            future.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.wait(pending))
+
+
+def _outcome(future: asyncio.Future, number: int) -> int | DeliveryError:
+    """What a finished delivery brought: the generation the gateway runs, or why not (any
+    other exception is a fault here, and raised)."""
+    if isinstance(future.exception(), DeliveryError):
+        return future.exception()
+    applied = future.result()
+    if applied < number:
+        return DeliveryError(
+            f"The gateway answered that it runs generation {applied}, not {number}."
+        )
+    return applied
 
 
 def _publish_to_nacos(gateway: Gateway, snapshot: generation.Snapshot) -> int:

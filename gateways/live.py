@@ -1,10 +1,12 @@
 """Gateway status on the live stream: a `gateway` message with the gateway's API fields
 whenever its status may have changed (new generation, poll, ack, delivery attempt).
 
-Events are coalesced and sent by a background thread COALESCE_SECONDS later: a new
-generation changes every gateway at once, and building and sending 50 messages inside the
-publish request and the deliveries would delay the very acks the page is about. Several
-changes of one gateway within the window make one message with its latest state.
+Events are coalesced and sent by a background thread once they pause for QUIET_SECONDS
+(LATEST_SECONDS after the first at the latest): a new generation changes every gateway at
+once, then their acks follow within milliseconds, and building and sending a message per
+gateway and event, inside the publish request and the deliveries, would delay the very acks
+the page is about. Sent when the burst has settled, the page gets each gateway's final state
+once, and the work of sending it does not compete with the burst.
 """
 
 import logging
@@ -19,7 +21,8 @@ from dashboard import live as dashboard_live
 from gateways.models import Gateway
 
 log = logging.getLogger(__name__)
-COALESCE_SECONDS = 0.2
+QUIET_SECONDS = 0.05
+LATEST_SECONDS = 0.5
 
 _lock = threading.Lock()
 _changed: set[int] = set()
@@ -54,9 +57,13 @@ def _send_forever() -> None:
     global _everyone
     while True:
         _wake.wait()
-        time.sleep(COALESCE_SECONDS)
-        with _lock:
+        first = time.monotonic()
+        while True:
             _wake.clear()
+            left = LATEST_SECONDS - (time.monotonic() - first)
+            if left <= 0 or not _wake.wait(min(QUIET_SECONDS, left)):
+                break
+        with _lock:
             ids, everyone = set(_changed), _everyone
             _changed.clear()
             _everyone = False

@@ -56,16 +56,18 @@ class GenerationWatch:
             if self._serial != ticket:
                 return self._serial, self._last
             self._waiters.add((loop, future))
+        # A timer rather than asyncio.wait_for (a task and callbacks per wait): every poller
+        # waits again after each generation.
+        timer = loop.call_later(timeout, _resolve, future, None)
         try:
-            return await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            return None
+            return await future
         finally:
+            timer.cancel()
             with self._lock:
                 self._waiters.discard((loop, future))
 
 
-def _resolve(future: asyncio.Future, news: tuple[int, Snapshot | None]) -> None:
+def _resolve(future: asyncio.Future, news: tuple[int, Snapshot | None] | None) -> None:
     if not future.done():
         future.set_result(news)
 

@@ -1,3 +1,4 @@
+import gc
 import os
 
 import django
@@ -26,3 +27,8 @@ application = ProtocolTypeRouter(
 )
 
 start_in_process_jobs()
+
+# What starting made (modules, Django's registries, URL patterns) lives as long as the
+# process: out of the garbage collector's way, a full collection takes milliseconds, not the
+# ~75 ms (measured) that stalled every request in flight now and then.
+gc.freeze()
