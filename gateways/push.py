@@ -21,6 +21,7 @@ import threading
 from urllib.parse import urlsplit
 
 import httptools
+import uvloop
 from django.conf import settings
 
 from gateways import signing
@@ -81,7 +82,7 @@ class _Connection(asyncio.Protocol):
             self._fail(ProtocolError(f"unreadable HTTP answer: {exc}"))
             return
         if self._complete:
-            self._resolve(self._parser.should_keep_alive())
+            self._resolve(self._keep_alive)
 
     def eof_received(self) -> None:
         self._ended(None)
@@ -96,6 +97,8 @@ class _Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
+        # Only known while the message is being parsed (httptools resets it after).
+        self._keep_alive = self._parser.should_keep_alive()
 
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
@@ -190,7 +193,7 @@ def event_loop() -> asyncio.AbstractEventLoop:
     """This thread's event loop for pushes, with its pool of connections (kept across
     deliveries: run it with `run_until_complete`)."""
     if getattr(_local, "pid", None) != os.getpid():  # new, or a forked child's inherited one
-        _local.loop, _local.pid = asyncio.new_event_loop(), os.getpid()
+        _local.loop, _local.pid = uvloop.new_event_loop(), os.getpid()
         _local.pool = ConnectionPool(_local.loop)
     return _local.loop
 

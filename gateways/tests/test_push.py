@@ -43,6 +43,15 @@ def test_a_signed_push_is_verified_applied_and_acked(celery_worker, receiver, pu
     assert headers["x-graylane-gateway"] == "edge"
 
 
+def test_pushes_to_a_gateway_share_one_kept_alive_connection(celery_worker, receiver, push_gateway):
+    numbers = []
+    for reason in ("one", "two", "three"):
+        numbers.append(generation.bump(reason))
+        wait_until(acked(push_gateway, numbers[-1]), what=f"the push of {reason}")
+    assert receiver.applied == numbers
+    assert receiver.connections_accepted == 1
+
+
 def test_a_receiver_with_another_secret_refuses_it(celery_worker, receiver, push_gateway):
     receiver.secret = "not the gateway's secret"
     number = generation.bump("test")

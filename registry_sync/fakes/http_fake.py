@@ -81,11 +81,13 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.open_connections: set[socket.socket] = set()
+        self.accepted = 0  # connections accepted so far
         self.connections_lock = threading.Lock()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self.connections_lock:
             self.open_connections.add(request)
+            self.accepted += 1
         super().process_request(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
@@ -241,6 +243,11 @@ class FakeHTTPServer:
         with self.lock:
             self.requests_log.clear()
             self.headers_log.clear()
+
+    @property
+    def connections_accepted(self) -> int:
+        """How many connections clients opened to this fake (since it started)."""
+        return self._server.accepted if self._server is not None else 0
 
     def requests_to(self, path_suffix: str, method: str | None = None) -> list[dict[str, str]]:
         """Params of the logged requests whose path ends with ``path_suffix``."""
