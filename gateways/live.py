@@ -78,7 +78,7 @@ def _send(ids: set[int] | None) -> None:
     """The state of these gateways (None: of all). Reads only: a status message must never
     be what creates data."""
     from gateways.generation import newest_row
-    from gateways.serializers import GatewaySerializer
+    from gateways.serializers import GatewayStatusSerializer
 
     if ids is not None and not ids:
         return
@@ -90,7 +90,7 @@ def _send(ids: set[int] | None) -> None:
             return
         latest = newest_row()
         context = {"generation": latest[0] if latest else 0, "now": timezone.now()}
-        serialized = GatewaySerializer(gateways, many=True, context=context).data
+        serialized = GatewayStatusSerializer(gateways, many=True, context=context).data
         dashboard_live.broadcast("gateway", *map(dict, serialized))
     finally:
         close_old_connections()

@@ -20,17 +20,14 @@ DELIVERY_FIELDS = (
 )
 
 
-class GatewaySerializer(serializers.ModelSerializer):
+class GatewayStatusSerializer(serializers.ModelSerializer):
     """The contract's fields (name, mode, endpoint, status, desired_generation,
-    acked_generation, last_seen, last_error) and more. Needs `generation` (the current one)
-    and `now` in its context."""
+    acked_generation, last_seen, last_error) and the failed attempts: what the gateways page
+    shows, sent on the live stream whenever they change. Needs `generation` (the current
+    one) and `now` in its context."""
 
     status = serializers.SerializerMethodField()
     desired_generation = serializers.SerializerMethodField()
-    endpoint = serializers.URLField(required=False, allow_blank=True, max_length=200)
-    nacos_password = serializers.CharField(
-        write_only=True, required=False, allow_blank=True, max_length=256
-    )
 
     class Meta:
         model = Gateway
@@ -44,6 +41,29 @@ class GatewaySerializer(serializers.ModelSerializer):
             "last_seen",
             "last_error",
             "attempts",
+        ]
+        read_only_fields = fields
+
+    def get_status(self, gateway: Gateway) -> str:
+        return gateway.status_at(self.context["generation"], self.context["now"])
+
+    def get_desired_generation(self, gateway: Gateway) -> int:
+        # Every gateway should run the current generation.
+        return self.context["generation"]
+
+
+class GatewaySerializer(GatewayStatusSerializer):
+    """The API's: the status fields and the rest (delivery settings, times)."""
+
+    endpoint = serializers.URLField(required=False, allow_blank=True, max_length=200)
+    nacos_password = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, max_length=256
+    )
+
+    class Meta:
+        model = Gateway
+        fields = [
+            *GatewayStatusSerializer.Meta.fields,
             "acked_at",
             "last_attempt_at",
             "token_prefix",
@@ -65,13 +85,6 @@ class GatewaySerializer(serializers.ModelSerializer):
             "token_prefix",
             "created_at",
         ]
-
-    def get_status(self, gateway: Gateway) -> str:
-        return gateway.status_at(self.context["generation"], self.context["now"])
-
-    def get_desired_generation(self, gateway: Gateway) -> int:
-        # Every gateway should run the current generation.
-        return self.context["generation"]
 
     def validate_endpoint(self, value: str) -> str:
         if value and not value.lower().startswith(("http://", "https://")):

@@ -91,9 +91,9 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Under ASGI every request runs its sync code (views, DRF) in a thread of its own, so a
-    # connection kept by a thread is never reused by the next request: each request
-    # connected anew (~10 ms here). A pool hands connections from thread to thread.
+    # Requests (graylane/wsgi_in_asgi.py), batched gateway calls, jobs and the live status
+    # run in threads of their own; a connection kept by each thread would mostly sit idle
+    # (and opening one costs ~10 ms here). A pool hands connections from thread to thread.
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["OPTIONS"] = {
         "pool": {"min_size": 2, "max_size": env_int("DB_POOL_SIZE", 20, minimum=1), "timeout": 10}
