@@ -46,22 +46,20 @@ class WsgiInAsgi:
         started = []
 
         def start_response(status, headers, exc_info=None):
+            # Django's Set-Cookie values start with a space (SimpleCookie's output).
+            encoded = [
+                (k.lower().encode("latin-1"), v.strip().encode("latin-1")) for k, v in headers
+            ]
             started.append(
-                {
-                    "type": "http.response.start",
-                    "status": int(status[:3]),
-                    "headers": [
-                        (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers
-                    ],
-                }
+                {"type": "http.response.start", "status": int(status[:3]), "headers": encoded}
             )
 
         response = self.wsgi_app(environ(scope, body), start_response)
         try:
             if not getattr(response, "streaming", True):
-                return started[0], b"".join(response)
+                return started[-1], b"".join(response)
             relay = _Relay(loop, send)
-            relay(started[0])
+            relay(started[-1])
             for chunk in response:
                 if chunk:
                     relay({"type": "http.response.body", "body": chunk, "more_body": True})

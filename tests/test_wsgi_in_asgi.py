@@ -61,7 +61,7 @@ class Recorder:
     def __call__(self, env, start_response):
         self.threads["app"] = threading.get_ident()
         self.bodies.append(env["wsgi.input"].read(int(env.get("CONTENT_LENGTH") or 0)))
-        start_response("201 Created", [("Content-Type", "text/plain"), ("Set-Cookie", "a=1")])
+        start_response("201 Created", [("Content-Type", "text/plain"), ("Set-Cookie", " a=1")])
         return self.Response(self, self.chunks)
 
     class Response:
