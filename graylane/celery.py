@@ -1,8 +1,9 @@
-import gc
 import os
 
 from celery import Celery
 from celery.signals import worker_ready
+
+from graylane.long_lived import freeze_after_start
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "graylane.settings")
 
@@ -12,6 +13,5 @@ app.autodiscover_tasks()
 
 
 @worker_ready.connect
-def _freeze_startup_objects(**kwargs) -> None:
-    # As graylane/asgi.py: a full garbage collection then skips what starting made.
-    gc.freeze()
+def _freeze_long_lived_objects(**kwargs) -> None:
+    freeze_after_start()
