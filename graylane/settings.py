@@ -154,6 +154,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "gateways.schema.add_gateway_endpoints",
+    ],
 }
 
 # Redis is optional: without it the channel layer lives in memory and Celery runs on an

@@ -233,3 +233,15 @@ def test_a_gateway_acks_only_for_itself(make_gateway):
     client = gateway_client(other_token)
     assert client.post("/api/v1/gateways/edge/ack/", {"generation": 1}).status_code == 403
     assert client.post("/api/v1/gateways/nobody/ack/", {"generation": 1}).status_code == 403
+
+
+def test_the_openapi_document_describes_the_gateway_endpoints():
+    schema = APIClient().get("/api/schema/", {"format": "json"}).json()
+    config = schema["paths"]["/api/v1/gateway-config/"]["get"]
+    assert {p["name"] for p in config["parameters"]} == {"known", "wait"}
+    assert {"200", "304", "400", "401", "403"} <= config["responses"].keys()
+    ack = schema["paths"]["/api/v1/gateways/{name}/ack/"]["post"]
+    body = ack["requestBody"]["content"]["application/json"]["schema"]
+    assert body["required"] == ["generation"]
+    answer = ack["responses"]["200"]["content"]["application/json"]["schema"]
+    assert set(answer["properties"]) == {"name", "acked_generation", "status"}
