@@ -10,16 +10,17 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
+from django.core.handlers.wsgi import WSGIHandler  # noqa: E402
 
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
 from gateways.asgi import with_gateway_endpoints  # noqa: E402
 from graylane.background import start_in_process_jobs  # noqa: E402
 from graylane.long_lived import freeze_after_start  # noqa: E402
-from graylane.wsgi_in_asgi import django_application  # noqa: E402
+from graylane.wsgi_in_asgi import WsgiInAsgi  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": with_gateway_endpoints(django_application(settings.WEB_THREADS)),
+        "http": with_gateway_endpoints(WsgiInAsgi(WSGIHandler(), settings.WEB_THREADS)),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

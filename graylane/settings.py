@@ -60,6 +60,8 @@ MIDDLEWARE = [
 ROOT_URLCONF = "graylane.urls"
 ASGI_APPLICATION = "graylane.asgi.application"
 WSGI_APPLICATION = "graylane.wsgi.application"
+# Threads running Django's HTTP requests under the ASGI server (graylane/wsgi_in_asgi.py).
+WEB_THREADS = env_int("WEB_THREADS", 16, minimum=1)
 
 TEMPLATES = [
     {
@@ -191,8 +193,6 @@ DRAIN_SECONDS = env_float("DRAIN_SECONDS", 5.0)
 GATEWAY_STALE_SECONDS = env_float("GATEWAY_STALE_SECONDS", 30.0, minimum=1.0)
 GATEWAY_BEHIND_BANNER_SECONDS = env_float("GATEWAY_BEHIND_BANNER_SECONDS", 30.0)
 GATEWAY_PUSH_TIMEOUT = env_float("GATEWAY_PUSH_TIMEOUT", 5.0, minimum=0.1)
-# Threads running Django's HTTP requests under the ASGI server (graylane/wsgi_in_asgi.py).
-WEB_THREADS = env_int("WEB_THREADS", 16, minimum=1)
 GATEWAY_PUSH_CONCURRENCY = env_int("GATEWAY_PUSH_CONCURRENCY", 32, minimum=1)
 GATEWAY_RETRY_MAX_DELAY = env_float("GATEWAY_RETRY_MAX_DELAY", 30.0, minimum=1.0)
 GATEWAY_WAKEUP_CHANNEL = env_str("REDIS_PREFIX", "graylane") + ":gateways:generation"

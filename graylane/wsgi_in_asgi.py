@@ -16,7 +16,6 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
-from django.core.handlers.wsgi import WSGIHandler
 
 
 class WsgiInAsgi:
@@ -58,7 +57,10 @@ class WsgiInAsgi:
         try:
             if not getattr(response, "streaming", True):
                 return started[-1], b"".join(response)
-            relay = _Relay(loop, send)
+
+            def relay(message) -> None:  # from this thread, at the client's pace
+                asyncio.run_coroutine_threadsafe(send(message), loop).result()
+
             relay(started[-1])
             for chunk in response:
                 if chunk:
@@ -67,16 +69,6 @@ class WsgiInAsgi:
             return None
         finally:
             response.close()  # request_finished: in this thread
-
-
-class _Relay:
-    """Sends ASGI messages from a thread, waiting for each (the client's pace)."""
-
-    def __init__(self, loop, send):
-        self.loop, self.send = loop, send
-
-    def __call__(self, message) -> None:
-        asyncio.run_coroutine_threadsafe(self.send(message), self.loop).result()
 
 
 async def _read_body(receive, body) -> bool:
@@ -121,7 +113,3 @@ def environ(scope, body) -> dict:
             value = result[name] + ("; " if name == "HTTP_COOKIE" else ",") + value
         result[name] = value
     return result
-
-
-def django_application(threads: int) -> WsgiInAsgi:
-    return WsgiInAsgi(WSGIHandler(), threads)
