@@ -4,6 +4,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# A production configuration (README: Configuration) for `check --deploy`: it must stay clean.
+DEPLOY_ENV := DEBUG=false SECRET_KEY=deploy-check-only-0123456789-abcdefghijklmnopqrstuvwxyz \
+	ALLOWED_HOSTS=graylane.example.org SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO \
+	SECURE_SSL_REDIRECT=true SECURE_HSTS_SECONDS=31536000 SECURE_HSTS_INCLUDE_SUBDOMAINS=true \
+	SECURE_HSTS_PRELOAD=true
 
 .PHONY: install run test lint bench
 
@@ -24,7 +29,11 @@ run: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	SECRET_KEY=lint $(PY) manage.py makemigrations --check --dry-run
+	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/mypy
+	DEBUG=true $(PY) manage.py check
+	DEBUG=true $(PY) manage.py makemigrations --check --dry-run
+	$(DEPLOY_ENV) $(PY) manage.py check --deploy --fail-level WARNING
 
 test: lint
 	$(VENV)/bin/pytest

@@ -44,10 +44,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.measure import create_bench_database, drop_bench_database  # noqa: E402
 
 SERVICES, QUICK_SERVICES, INSTANCES_PER_SERVICE = 2000, 200, 5
 WRITE_SQL = re.compile(r'\s*(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+"?(\w+)"?', re.IGNORECASE)
@@ -62,7 +63,7 @@ REGISTRY_TABLE = "registry_sync_registry"
 def serve_registry(services: int, latency_ms: float) -> None:
     """Child process: FakeNacos 2.x with the data set; print its URL, serve until stdin
     closes. A line "flip" on stdin swaps V1 and V2 in every instance's metadata."""
-    from registry_sync.fakes.nacos_fake import FakeNacos
+    from tests.fakes.nacos_fake import FakeNacos
 
     fake = FakeNacos(version="2.x")
     fake.delay(latency_ms / 1000)
@@ -126,39 +127,6 @@ def stop_registry(process: subprocess.Popen) -> None:
 # -- the throwaway database ------------------------------------------------------------------
 
 
-def _admin_url(url: str) -> tuple[str, str]:
-    parts = urlsplit(url)
-    name = parts.path.lstrip("/")
-    if not name or "bench" not in name:
-        raise SystemExit(
-            f"refusing to create/drop {name!r}: the database name must contain 'bench'"
-        )
-    return urlunsplit(parts._replace(scheme="postgresql", path="/postgres")), name
-
-
-def create_pg_database(url: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    admin, name = _admin_url(url)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-
-
-def drop_pg_database(url: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    admin, name = _admin_url(url)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
-
-
 def setup_django(database_url: str, var_dir: str) -> None:
     os.environ["DATABASE_URL"] = database_url
     os.environ["DJANGO_SETTINGS_MODULE"] = "graylane.settings"
@@ -166,7 +134,7 @@ def setup_django(database_url: str, var_dir: str) -> None:
     os.environ["DEBUG"] = "false"  # DEBUG would keep every query in memory
     os.environ["IN_PROCESS_JOBS"] = "false"
     os.environ["LOG_LEVEL"] = "ERROR"  # the hooks log each bump as a warning
-    os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
+    os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-long-enough-for-django-checks-0123")
     os.environ.pop("REDIS_URL", None)  # in-memory channel layer: no network in the timing
     import django
     from django.core.management import call_command
@@ -442,7 +410,7 @@ def main() -> None:
     database_url = args.database_url or f"sqlite:///{var_dir.name}/bench.sqlite3"
     postgres = database_url.startswith(("postgres://", "postgresql://"))
     if postgres:
-        create_pg_database(database_url)
+        create_bench_database(database_url)
     registry_process, registry_url = start_registry(services, args.latency_ms)
     try:
         started = time.perf_counter()
@@ -454,7 +422,7 @@ def main() -> None:
             from django.db import connections
 
             connections.close_all()
-            drop_pg_database(database_url)
+            drop_bench_database(database_url)
         var_dir.cleanup()
 
 

@@ -1,8 +1,8 @@
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+import events
 from accounts.roles import role_of
-from dashboard.live import LIVE_GROUP
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):
@@ -19,10 +19,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         if await database_sync_to_async(role_of)(user) is None:
             await self.close(code=4403)
             return
-        await self.channel_layer.group_add(LIVE_GROUP, self.channel_name)
+        await events.subscribe(self.channel_layer, self.channel_name)
 
     async def disconnect(self, code):
-        await self.channel_layer.group_discard(LIVE_GROUP, self.channel_name)
+        await events.unsubscribe(self.channel_layer, self.channel_name)
 
     async def live_event(self, message):
         await self.send_json(message["event"])

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -7,13 +9,14 @@ from django.views.decorators.http import require_POST
 
 from accounts.decorators import role_required
 from accounts.roles import OPERATOR, VIEWER, has_role
-from registry_sync.api import service_rows
-from registry_sync.instance_actions import bring_online, take_offline
+from audit.filters import AuditFilter, known_actions
+from audit.models import AuditEntry
 from registry_sync.models import Instance, Registry, Service
-from releases.api import rollback_to, update_policy
-from releases.documents import normalize_override, policy_of, with_override
-from releases.models import AuditEntry, Revision
-from releases.publishing import StaleRevision, load_state, publish
+from registry_sync.services import bring_online, take_offline
+from releases.documents import policy_of
+from releases.models import Revision
+from releases.publishing import StaleRevision, load_state
+from releases.services import rollback_to, service_rows, set_service_versions, update_policy
 from releases.simulation import simulate
 from routing_engine import PolicyError, diff_documents, normalize_policy, rebase_policy
 
@@ -42,7 +45,7 @@ def overview(request):
 @role_required(VIEWER)
 def policy_editor(request):
     state = load_state()
-    context = {"state": state, "diff": None, "conflict": None}
+    context: dict[str, Any] = {"state": state, "diff": None, "conflict": None}
     if request.method != "POST":
         form = PolicyForm(initial=PolicyForm.initial_from(state))
         return render(request, "dashboard/policy.html", {**context, "form": form})
@@ -73,7 +76,7 @@ def policy_editor(request):
             return render(request, "dashboard/policy.html", {**context, "form": form}, status=400)
         except StaleRevision as exc:
             return _conflict(request, form, exc.state, proposed)
-        if not result.changed:
+        if result.revision is None:
             messages.info(request, "Nothing changed: no new revision was published.")
             return redirect("dashboard:policy")
         messages.success(request, f"Published revision {result.revision.number}.")
@@ -145,17 +148,9 @@ def service_detail(request, name):
             return redirect("dashboard:service", name=name)
         form = ServiceVersionsForm(request.POST)
         if form.is_valid():
-            changes = form.changes()
             try:
-                result = publish(
-                    lambda doc: with_override(
-                        doc, service.name, normalize_override(doc, service.name, changes)
-                    ),
-                    actor=request.user.username,
-                    source="ui",
-                    action="service.versions",
-                    object_label=f"service {service.name}",
-                    audit_view=lambda doc: {"override": doc["services"].get(service.name, {})},
+                result = set_service_versions(
+                    service.name, form.changes(), actor=request.user.username, source="ui"
                 )
             except PolicyError as exc:
                 for field, errors in exc.errors.items():
@@ -163,7 +158,7 @@ def service_detail(request, name):
                         form.add_error(field if field in form.fields else None, error)
                 status = 400
             else:
-                if result.changed:
+                if result.revision is not None:
                     messages.success(
                         request,
                         f"Versions of {service.name} saved as revision {result.revision.number}.",
@@ -211,7 +206,7 @@ def revision_detail(request, n):
 def rollback(request, n):
     target = get_object_or_404(Revision, number=n)
     result = rollback_to(target, actor=request.user.username)
-    if result.changed:
+    if result.revision is not None:
         messages.success(
             request,
             f"Rolled back: revision {result.revision.number} has the content of revision {n}.",
@@ -223,18 +218,18 @@ def rollback(request, n):
 
 @role_required(VIEWER)
 def audit(request):
-    entries = AuditEntry.objects.all()
-    actor, action = request.GET.get("actor", "").strip(), request.GET.get("action", "").strip()
-    if actor:
-        entries = entries.filter(actor=actor)
-    if action:
-        entries = entries.filter(action=action)
-    page = Paginator(entries, 50).get_page(request.GET.get("page"))
-    actions = AuditEntry.objects.order_by().values_list("action", flat=True).distinct()
+    """The audit log, filtered like `GET /api/v1/audit/` (one FilterSet serves both)."""
+    entries = AuditFilter(request.GET, queryset=AuditEntry.objects.all())
+    page = Paginator(entries.qs, 50).get_page(request.GET.get("page"))
     return render(
         request,
         "dashboard/audit.html",
-        {"page": page, "actor": actor, "action": action, "actions": sorted(set(actions))},
+        {
+            "page": page,
+            "actor": request.GET.get("actor", "").strip(),
+            "action": request.GET.get("action", "").strip(),
+            "actions": known_actions(),
+        },
     )
 
 

@@ -1,14 +1,14 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from gateways import api
-from gateways.gateway_api import gateway_ack, gateway_config
+from gateways import api_views
+from gateways.protocol.views import GatewayAckView, GatewayConfigView
 
 router = SimpleRouter()
-router.register("gateways", api.GatewayViewSet, basename="gateway")
+router.register("gateways", api_views.GatewayViewSet, basename="gateway")
 
 urlpatterns = [
-    path("gateway-config/", gateway_config, name="gateway-config"),
-    path("gateways/<slug:name>/ack/", gateway_ack, name="gateway-ack"),
+    path("gateway-config/", GatewayConfigView.as_view(), name="gateway-config"),
+    path("gateways/<slug:name>/ack/", GatewayAckView.as_view(), name="gateway-ack"),
     *router.urls,
 ]

@@ -6,15 +6,24 @@ class GatewaysConfig(AppConfig):
     verbose_name = "Gateways and config delivery"
 
     def ready(self):
-        # Every policy revision and every change of the routable instance list makes a new
-        # generation of the gateway document.
-        from gateways import generation
+        # Imported here, once the app registry is ready (Django's convention for receivers).
+        from gateways import generation, status_updates, tasks
+        from gateways.protocol import wakeup
+        from gateways.signals import generation_made
         from registry_sync.signals import routable_instances_changed
         from releases.publishing import revision_published
 
+        # Every policy revision and every change of the routable instance list makes a new
+        # generation of the gateway document.
         revision_published.connect(
             generation.on_revision_published, dispatch_uid="gateways.generation.revision"
         )
         routable_instances_changed.connect(
             generation.on_routable_instances_changed, dispatch_uid="gateways.generation.instances"
         )
+        # A new generation, in this order: deliveries are queued first (a push takes longer
+        # than a poll's answer, and answering the pollers, from memory and all at once,
+        # would hold this thread up), then long polls wake, then the status page follows.
+        generation_made.connect(tasks.on_generation_made, dispatch_uid="gateways.deliveries")
+        generation_made.connect(wakeup.on_generation_made, dispatch_uid="gateways.wakeup")
+        generation_made.connect(status_updates.on_generation_made, dispatch_uid="gateways.page")

@@ -11,7 +11,6 @@ some gateways is retried (gateways.tasks) for those only: the others are no long
 """
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -20,35 +19,19 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import F
-from django.utils import timezone
 
-from gateways import generation, live, yaml_layout
+from gateways import generation, yaml_layout
+from gateways.acks import record_acks, record_failure
 from gateways.errors import DeliveryError
 from gateways.models import Gateway
 from gateways.nacos_config import NacosConfigClient, md5_hex
 from gateways.push import event_loop, push
+from gateways.snapshot import Snapshot
 from registry_sync.adapters.base import RegistryError
 
 log = logging.getLogger(__name__)
-MAX_ERROR_LENGTH = 2000
 # Failures named in the task's error (all are recorded on their gateways).
 FAILURES_SHOWN = 3
-
-
-def enqueue(number: int, made_at: datetime, gateway_ids=None) -> None:
-    """Queue a delivery of generation `number` (made at `made_at`) to push and Nacos
-    gateways (all, or these)."""
-    from gateways.tasks import deliver
-
-    if gateway_ids is None:
-        if not Gateway.objects.filter(mode__in=(Gateway.PUSH, Gateway.NACOS)).exists():
-            return  # pull gateways only: nothing for a task to do
-    elif not gateway_ids:
-        return
-    ids = None if gateway_ids is None else list(gateway_ids)
-    deliver.delay(number, made_at.isoformat(), ids)
 
 
 def deliver(number: int, made_at: datetime, gateway_ids=None) -> str:
@@ -109,7 +92,7 @@ def _nacos_executor() -> ThreadPoolExecutor:
         return _executor[1]
 
 
-def _as_they_finish(gateways: list[Gateway], snapshot: generation.Snapshot):
+def _as_they_finish(gateways: list[Gateway], snapshot: Snapshot):
     """Delivers `snapshot` to all `gateways` at once; yields lists of (gateway, the
     generation it runs now or the DeliveryError saying why not), each with everything that
     finished since the last one. Pushes run on this thread's event loop; Nacos publishes (a
@@ -121,8 +104,9 @@ def _as_they_finish(gateways: list[Gateway], snapshot: generation.Snapshot):
         async with at_once:
             return await push(gateway, snapshot)
 
-    pending = {}
+    pending: dict[asyncio.Future, Gateway] = {}
     for gateway in gateways:
+        future: asyncio.Future
         if gateway.mode == Gateway.PUSH:
             future = loop.create_task(push_one(gateway))
         else:
@@ -145,8 +129,9 @@ def _as_they_finish(gateways: list[Gateway], snapshot: generation.Snapshot):
 def _outcome(future: asyncio.Future, number: int) -> int | DeliveryError:
     """What a finished delivery brought: the generation the gateway runs, or why not (any
     other exception is a fault here, and raised)."""
-    if isinstance(future.exception(), DeliveryError):
-        return future.exception()
+    error = future.exception()
+    if isinstance(error, DeliveryError):
+        return error
     applied = future.result()
     if applied < number:
         return DeliveryError(
@@ -155,7 +140,7 @@ def _outcome(future: asyncio.Future, number: int) -> int | DeliveryError:
     return applied
 
 
-def _publish_to_nacos(gateway: Gateway, snapshot: generation.Snapshot) -> int:
+def _publish_to_nacos(gateway: Gateway, snapshot: Snapshot) -> int:
     content = yaml_layout.render(json.loads(snapshot.body), gateway.yaml_prefix)
     try:
         with NacosConfigClient(
@@ -175,73 +160,3 @@ def _publish_to_nacos(gateway: Gateway, snapshot: generation.Snapshot) -> int:
             f"(md5 {stored}, expected {expected})."
         )
     return snapshot.number
-
-
-def record_acks(acks: dict[int, int], *, seen=(), delivered: bool = False) -> None:
-    """Gateway pk -> the generation it runs, for many gateways at once: one UPDATE per
-    distinct generation (acks come in bursts, all for the newest one), each moving a gateway
-    forward only (an older or repeated ack just marks it seen). `seen`: more gateways to
-    mark seen now, with no ack."""
-    now = timezone.now()
-    by_number: dict[int, list[int]] = {}
-    for pk, number in acks.items():
-        by_number.setdefault(number, []).append(pk)
-    updates = [_update(pks, now, delivered, number) for number, pks in by_number.items()]
-    if seen:
-        updates.append(_update(list(seen), now, delivered))
-    # One statement needs no transaction of its own, except on SQLite, where an explicit one
-    # queues for this process's write lock instead of SQLite's sleeping busy handler.
-    atomic = len(updates) > 1 or connection.vendor == "sqlite"
-    with (
-        transaction.atomic() if atomic else contextlib.nullcontext(),
-        connection.cursor() as cursor,
-    ):
-        for sql, params in updates:
-            cursor.execute(sql, params)
-    live.changed(*acks, *seen)
-
-
-def _update(pks: list[int], now, delivered: bool, number: int | None = None):
-    """(SQL, params) of one UPDATE marking these gateways seen now (and attempted, when
-    `delivered`) and, with `number`, acking it: in SQL, only on gateways still below it, so
-    an ack never moves a gateway back, whatever was written meanwhile. Plain SQL: built by
-    the ORM (Case/When per field) it cost more CPU than the whole rest of a delivery's acks."""
-    quote = connection.ops.quote_name
-
-    def column(field: str) -> str:
-        return quote(Gateway._meta.get_field(field).column)
-
-    stamp = connection.ops.adapt_datetimefield_value(now)
-    assignments, params = [f"{column('last_seen')} = %s"], [stamp]
-    if delivered:
-        assignments.append(f"{column('last_attempt_at')} = %s")
-        params.append(stamp)
-    if number is not None:
-        # Each CASE reads the row as it was before this UPDATE (SQL semantics).
-        for field, value in (
-            ("acked_at", stamp),
-            ("last_error", ""),
-            ("attempts", 0),
-            ("acked_generation", number),
-        ):
-            assignments.append(
-                f"{column(field)} = CASE WHEN {column('acked_generation')} < %s "
-                f"THEN %s ELSE {column(field)} END"
-            )
-            params += [number, value]
-    in_list = ", ".join(["%s"] * len(pks))
-    sql = (
-        f"UPDATE {quote(Gateway._meta.db_table)} SET {', '.join(assignments)} "
-        f"WHERE {column('id')} IN ({in_list})"
-    )
-    return sql, params + list(pks)
-
-
-def record_failure(gateway: Gateway, message: str) -> None:
-    log.warning("Delivery to gateway %s failed: %s", gateway.name, message)
-    Gateway.objects.filter(pk=gateway.pk).update(
-        last_error=message[:MAX_ERROR_LENGTH],
-        attempts=F("attempts") + 1,
-        last_attempt_at=timezone.now(),
-    )
-    live.changed(gateway.pk)

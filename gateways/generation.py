@@ -7,14 +7,15 @@ committed, so a higher generation never carries older state than a lower one.
 
 import logging
 import threading
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
 from django.utils import timezone
 
-from gateways.documents import build_document
+from gateways.gateway_document import build_document
 from gateways.models import Gateway, Generation
+from gateways.signals import generation_made
+from gateways.snapshot import Snapshot
 from routing_engine import canonical_json
 
 log = logging.getLogger(__name__)
@@ -24,13 +25,6 @@ log = logging.getLogger(__name__)
 HISTORY = timedelta(days=1)
 # Key of the PostgreSQL advisory lock that serialises bumps ("gwgen" in ASCII).
 _BUMP_LOCK = 0x6777_6765_6E
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    number: int
-    created_at: datetime  # with the number, tells generations apart across a database reset
-    body: bytes  # the document exactly as served and pushed
 
 
 _cached: Snapshot | None = None
@@ -66,6 +60,7 @@ def current() -> Snapshot:
     if newest is None:
         bump("first use", only_if_none=True)
         newest = newest_row()
+        assert newest is not None, "the first generation was just made"
     cached = _cached
     if cached is not None and (cached.number, cached.created_at) == newest:
         return cached
@@ -73,19 +68,21 @@ def current() -> Snapshot:
         if _cached is not None and (_cached.number, _cached.created_at) == newest:
             return _cached
         # A bump may have blanked this row's content meanwhile: then take the newer one.
-        number, created_at, content = (
+        row = (
             Generation.objects.filter(number__gte=newest[0])
             .order_by("-number")
             .values_list("number", "created_at", "content")
             .first()
         )
+        assert row is not None, "a generation is only blanked once a newer one exists"
+        number, created_at, content = row
         _cached = Snapshot(number, created_at, content.encode())
         return _cached
 
 
 def bump(reason: str, *, only_if_none: bool = False) -> int:
-    """Make a new generation from the live state; returns its number. After commit, pollers
-    are woken and deliveries to push and Nacos gateways are queued."""
+    """Make a new generation from the live state; returns its number. After commit, it is
+    announced (gateways.signals.generation_made)."""
     with transaction.atomic():
         _serialise_bumps()
         latest = Generation.objects.order_by("-number").values_list("number", flat=True).first()
@@ -131,14 +128,8 @@ def prune(now: datetime) -> None:
 
 
 def _announce(snapshot: Snapshot) -> None:
-    from gateways import delivery, live, wakeup
-
     _remember(snapshot)
-    # Deliveries first: a push takes longer than a poll's answer, and the pollers' answers
-    # (from memory, all at once) would keep this thread from queuing it. Then the page.
-    delivery.enqueue(snapshot.number, snapshot.created_at)
-    wakeup.announce(snapshot)
-    live.all_changed()
+    generation_made.send(sender=Generation, snapshot=snapshot)
 
 
 def behind_for_longer_than(seconds: float, now: datetime | None = None) -> int:

@@ -42,8 +42,8 @@ class Gateway(models.Model):
     yaml_prefix = models.CharField(
         max_length=128,
         blank=True,
-        help_text="Dotted keys the YAML is nested under, e.g. kerwin.tool for the seed's "
-        "gateway (empty: `gray` at the top).",
+        help_text="Dotted keys the YAML is nested under, e.g. kerwin.tool for the reference "
+        "design's gateway (empty: `gray` at the top).",
     )
     nacos_username = models.CharField(max_length=128, blank=True)
     nacos_password = models.CharField(max_length=256, blank=True)

@@ -1,6 +1,6 @@
-"""Nacos config center v1 (registry-contracts.md §1.4): publish a config and read it back.
+"""Nacos config center v1 Open API (`/v1/cs/configs`): publish a config and read it back.
 
-Served by Nacos 1.x and 2.x, and by 3.x as an OPEN_API. Base URL handling, login (§1.6),
+Served by Nacos 1.x and 2.x, and by 3.x as an OPEN_API. Base URL handling, login,
 token refresh and error messages are the registry adapter's (registry_sync), not repeated.
 """
 

@@ -3,8 +3,9 @@ import re
 from rest_framework import serializers
 
 from gateways.models import Gateway
+from registry_sync.serializers import PORT_RANGE, port_in_range
 
-# Nacos ParamUtils.validChars: letters, digits and _ - . : (registry-contracts.md §1.4).
+# Nacos ParamUtils.validChars: letters, digits and _ - . : (the Nacos config Open API).
 NACOS_NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
 YAML_PREFIX = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 # What a change must redeliver: where and how the gateway gets its document.
@@ -89,6 +90,8 @@ class GatewaySerializer(GatewayStatusSerializer):
     def validate_endpoint(self, value: str) -> str:
         if value and not value.lower().startswith(("http://", "https://")):
             raise serializers.ValidationError("An http:// or https:// URL.")
+        if value and not port_in_range(value):
+            raise serializers.ValidationError(PORT_RANGE)
         return value
 
     def _nacos_name(self, value: str, *, blank: bool = False) -> str:

@@ -9,10 +9,11 @@ from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from gateways import delivery, generation, live
-from gateways.documents import build_document
+from gateways import delivery, generation, status_updates
 from gateways.errors import DeliveryError
+from gateways.gateway_document import build_document
 from gateways.models import Gateway, Generation
+from gateways.snapshot import Snapshot
 
 
 @shared_task(
@@ -51,11 +52,27 @@ def sweep() -> None:
         Q(last_attempt_at__lt=forgotten_before)
         | Q(last_attempt_at__isnull=True, created_at__lt=forgotten_before)
     )
-    delivery.enqueue(newest.number, newest.created_at, forgotten.values_list("pk", flat=True))
+    enqueue(newest.number, newest.created_at, forgotten.values_list("pk", flat=True))
     stale_since = now - timedelta(seconds=settings.GATEWAY_STALE_SECONDS)
     turned_stale = Gateway.objects.annotate(seen=Coalesce("last_seen", "created_at")).filter(
         mode=Gateway.PULL,
         seen__lt=stale_since,
         seen__gte=stale_since - timedelta(seconds=settings.GATEWAY_SWEEP_SECONDS + 1),
     )
-    live.changed(*turned_stale.values_list("pk", flat=True))
+    status_updates.changed(*turned_stale.values_list("pk", flat=True))
+
+
+def enqueue(number: int, made_at: datetime, gateway_ids=None) -> None:
+    """Queue a delivery of generation `number` (made at `made_at`) to push and Nacos
+    gateways (all, or these)."""
+    if gateway_ids is None:
+        if not Gateway.objects.filter(mode__in=(Gateway.PUSH, Gateway.NACOS)).exists():
+            return  # pull gateways only: nothing for a task to do
+    elif not gateway_ids:
+        return
+    ids = None if gateway_ids is None else list(gateway_ids)
+    deliver.delay(number, made_at.isoformat(), ids)
+
+
+def on_generation_made(sender, snapshot: Snapshot, **kwargs) -> None:
+    enqueue(snapshot.number, snapshot.created_at)

@@ -1,8 +1,9 @@
-"""The gateway document as the seed's Nacos YAML (gateway-app.yaml + common-config.yaml in
-one file), for Spring Cloud Gateways that bind their gray properties from Nacos:
+"""The gateway document as the reference design's Nacos YAML (gateway-app.yaml +
+common-config.yaml in one file), for Spring Cloud Gateways that bind their gray properties
+from Nacos:
 
     gray:
-      load: true                     # the seed's gray.load (version-aware balancing)
+      load: true                     # the reference design's gray.load (versions)
       version: {prodVersion: V1, grayVersion: V2}
       gateway:
         enabled: true
@@ -11,14 +12,15 @@ one file), for Spring Cloud Gateways that bind their gray properties from Nacos:
         grayIPList: ['127.0.0.1']
         grayCityList: [local]
         grayUserList: ['1001']
-        grayUserHeader: X-User-No    # Graylane's additions to the seed's rules
+        grayUserHeader: X-User-No    # Graylane's additions to the rules
         grayCityHeader: X-City
         grayPercent: 0
       services:                      # only services whose versions differ from the defaults
         user-app: {prodVersion: V1, grayVersion: V3}
     graylane: {generation: 153, revision: 7, checksum: ...}
 
-`prefix` nests the `gray` tree under dotted keys (the seed reads `kerwin.tool.gray`).
+`prefix` nests the `gray` tree under dotted keys (the reference design's gateway reads
+`kerwin.tool.gray`; docs/gateway-protocol.md).
 Instances are not in it: Spring Cloud takes them from the Nacos registry itself.
 """
 

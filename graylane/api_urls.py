@@ -1,15 +1,16 @@
-"""Every REST endpoint of the public contract (../shared/contracts/api-v1.md), one router."""
+"""Every REST endpoint of the public contract (docs/api.md), one router."""
 
 from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
-from registry_sync import api as registry_api
-from releases import api as releases_api
+from audit import api_views as audit_api
+from registry_sync import api_views as registry_api
+from releases import api_views as releases_api
 
 router = SimpleRouter()
 router.register("revisions", releases_api.RevisionViewSet, basename="revision")
-router.register("audit", releases_api.AuditViewSet, basename="audit")
-router.register("services", registry_api.ServiceViewSet, basename="service")
+router.register("audit", audit_api.AuditViewSet, basename="audit")
+router.register("services", releases_api.ServiceViewSet, basename="service")
 router.register("instances", registry_api.InstanceViewSet, basename="instance")
 router.register("registries", registry_api.RegistryViewSet, basename="registry")
 
@@ -17,7 +18,7 @@ urlpatterns = [
     path("policy/", releases_api.PolicyView.as_view(), name="policy"),
     path("simulate/", releases_api.SimulateView.as_view(), name="simulate"),
     path(
-        "services/<str:name>/instances/",
+        "services/<path:name>/instances/",  # a stored name may hold a "/"
         registry_api.ServiceInstancesView.as_view(),
         name="service-instances",
     ),

@@ -13,7 +13,7 @@ from django.conf import settings  # noqa: E402
 from django.core.handlers.wsgi import WSGIHandler  # noqa: E402
 
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
-from gateways.asgi import with_gateway_endpoints  # noqa: E402
+from gateways.protocol.asgi import with_gateway_endpoints  # noqa: E402
 from graylane.background import start_in_process_jobs  # noqa: E402
 from graylane.long_lived import freeze_after_start  # noqa: E402
 from graylane.wsgi_in_asgi import WsgiInAsgi  # noqa: E402

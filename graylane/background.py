@@ -9,8 +9,10 @@ thread consuming the in-memory broker and an embedded beat thread. With REDIS_UR
 import logging
 import threading
 
+from celery.beat import EmbeddedService
 from django.conf import settings
 
+from graylane.celery import app
 from graylane.env import env_bool
 
 log = logging.getLogger(__name__)
@@ -26,10 +28,6 @@ def start_in_process_jobs() -> bool:
         if _started:
             return False
         _started = True
-    from celery.beat import EmbeddedService
-
-    from graylane.celery import app
-
     settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
     worker = app.WorkController(
         pool_cls="threads",

@@ -2,10 +2,13 @@
 when a message is queued instead of polled.
 
 kombu's in-memory transport has no blocking read: its worker looks at the queues every
-`polling_interval`. Polled every 10 ms, an idle server spent ~40 % of a core on it
-(measured); polled every second, a gateway delivery would wait up to a second. Here the
-worker sleeps until a message is queued in this process (the only place they can come
-from: the in-memory broker is not shared between processes).
+`polling_interval`. Polled every second (kombu's default), a gateway delivery waits up to
+a second; polled every 5 ms, an idle server spends 2-5 % of a core on it and a queued
+delivery still waits up to 5 ms. Here the worker sleeps until a message is queued in this
+process (the only place they can come from: the in-memory broker is not shared between
+processes). Measured side by side (`bench/propagation.py --publishes 200`, this broker vs
+`memory://` polled every 5 ms, alternating runs): p99 publish -> 50 gateways acked
+46.5 / 47.1 ms vs 51.7 / 53.2 ms, the idle server's CPU 20-23 vs 43-47 ms per second.
 """
 
 import threading
@@ -31,13 +34,13 @@ class Transport(memory.Transport):
     Channel = Channel
     driver_type = driver_name = "graylane-memory"
 
-    def drain_events(self, connection, timeout=None):
+    def drain_events(self, connection, timeout=None, **kwargs):
         deadline = None if timeout is None else monotonic() + timeout
         while True:
             # Cleared before looking, so a message queued after the look still wakes us.
             _queued.clear()
             try:
-                self.cycle.get(self._deliver, timeout=timeout)
+                self.cycle.get(self._deliver, timeout=timeout)  # type: ignore[union-attr]
                 return
             except Empty:
                 remaining = None if deadline is None else deadline - monotonic()

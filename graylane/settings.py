@@ -2,6 +2,7 @@
 fresh checkout (SQLite file under var/, no Redis, background jobs inside the web process).
 README.md lists every variable."""
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -15,16 +16,65 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY")
+# What Django's `check --deploy` asks of a key (security.W009): signatures made with a
+# short or repetitive key can be forged.
+MIN_SECRET_KEY_LENGTH = 50
+if not DEBUG and (
+    len(SECRET_KEY) < MIN_SECRET_KEY_LENGTH
+    or len(set(SECRET_KEY)) < 5
+    or SECRET_KEY.startswith("django-insecure-")
+):
+    raise ImproperlyConfigured(
+        f"SECRET_KEY must be set when DEBUG is off, at least {MIN_SECRET_KEY_LENGTH} "
+        "characters and not a repetition of a few (it signs sessions and CSRF tokens). "
+        "Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+    )
 if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured(
-            "SECRET_KEY must be set when DEBUG is off. Generate one with: "
-            "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
-        )
     SECRET_KEY = "insecure-dev-only-key-debug-is-on"
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+# HTTPS (README: Configuration). Off by default, so `make run`, the tests and a LAN install
+# work on plain http. Behind a TLS proxy, SECURE_PROXY_SSL_HEADER names the header it sets
+# (e.g. HTTP_X_FORWARDED_PROTO, meaning "X-Forwarded-Proto: https"); the proxy must set or
+# strip it on every request. Once HTTPS is declared either way, cookies default to Secure.
+_proxy_ssl_header = env_str("SECURE_PROXY_SSL_HEADER")
+SECURE_PROXY_SSL_HEADER = (_proxy_ssl_header, "https") if _proxy_ssl_header else None
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+_https = SECURE_SSL_REDIRECT or SECURE_PROXY_SSL_HEADER is not None
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", _https)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", _https)
+# HSTS commits browsers to HTTPS for this long, so it is never on unless asked for.
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+# SecurityMiddleware's other headers keep Django's defaults: X-Content-Type-Options:
+# nosniff, Referrer-Policy: same-origin, Cross-Origin-Opener-Policy: same-origin.
+X_FRAME_OPTIONS = "DENY"
+# django-csp: no inline script or style anywhere (templates use static files; JSON data
+# islands are type="application/json", which is not script). The live websocket is 'self'.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+
+# Request bodies: Django refuses larger ones (DATA_UPLOAD_MAX_MEMORY_SIZE; default 2.5 MiB,
+# room for a policy with 100,000 users) and graylane.request_guard answers 413 before
+# anything reads or authenticates; the gateway endpoints take at most
+# GATEWAY_MAX_BODY_BYTES, on the ASGI path (gateways/protocol/asgi.py) too.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440, minimum=1)
+GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 65_536, minimum=1)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -39,6 +89,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    "axes",
+    "audit",
     "accounts",
     "releases",
     "registry_sync",
@@ -48,13 +100,17 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Header-only middleware first, so the refusals of request_guard carry their headers.
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "graylane.request_guard.RequestGuardMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "graylane.urls"
@@ -88,7 +144,7 @@ if not DATABASE_URL:
 DATABASES = {
     "default": dj_database_url.parse(
         DATABASE_URL,
-        conn_max_age=env_float("DB_CONN_MAX_AGE", 60.0),
+        conn_max_age=env_int("DB_CONN_MAX_AGE", 60),
         conn_health_checks=True,
     )
 }
@@ -100,21 +156,34 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"]["OPTIONS"] = {
         "pool": {"min_size": 2, "max_size": env_int("DB_POOL_SIZE", 20, minimum=1), "timeout": 10}
     }
+# Django's own SQLite backend: concurrent writers wait for the lock (busy timeout,
+# seconds) instead of failing at once; IMMEDIATE: a transaction takes the write lock when it
+# begins, so it never fails half-way trying to upgrade a read lock. WAL: readers do not
+# wait for the writer, and a commit costs no full fsync.
+SQLITE_OPTIONS = {
+    "timeout": 20,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Threads of this process take turns to write without SQLite's sleeping busy handler.
-    DATABASES["default"]["ENGINE"] = "graylane.sqlite_backend"
-    # Concurrent writers wait for the lock instead of failing at once.
-    # WAL: readers do not wait for the writer, and a commit costs no full fsync.
-    DATABASES["default"]["OPTIONS"] = {
-        "timeout": 20,
-        "transaction_mode": "IMMEDIATE",
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-    }
+    DATABASES["default"]["OPTIONS"] = dict(SQLITE_OPTIONS)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# django-axes: after AXES_FAILURE_LIMIT failed logins for one username from one address,
+# that pair is locked out for AXES_COOLOFF_MINUTES (the login page says so; 429). It
+# watches Django's authenticate(), so every login form and API login using it is covered.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("AXES_COOLOFF_MINUTES", 15.0, minimum=0.1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "accounts.lockout.lockout_response"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
@@ -137,6 +206,7 @@ WHITENOISE_USE_FINDERS = True
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "accounts.authentication.ApiTokenAuthentication",
+        "gateways.authentication.GatewayTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.RolePermission"],
@@ -145,6 +215,11 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "graylane.api_errors.exception_handler",
+    "DEFAULT_PARSER_CLASSES": [
+        "graylane.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
@@ -156,9 +231,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Gateway tokens open only the gateway endpoints, which declare that themselves.
+    "AUTHENTICATION_WHITELIST": [
+        "accounts.authentication.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "gateways.schema.add_gateway_endpoints",
     ],
 }
 
@@ -174,8 +253,9 @@ if REDIS_URL:
     }
     CELERY_BROKER_URL = REDIS_URL
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "graylane.channel_layers.InProcessChannelLayer"}}
-    CELERY_BROKER_URL = None
+    CHANNEL_LAYERS = {"default": {"BACKEND": "events.channel_layers.InProcessChannelLayer"}}
+    CELERY_BROKER_URL = ""
+    # kombu's in-memory transport (this process only), woken instead of polled.
     CELERY_BROKER_TRANSPORT = "graylane.memory_broker:Transport"
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
@@ -185,7 +265,9 @@ CELERY_TASK_TIME_LIMIT = 300
 CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": env_str("REDIS_PREFIX", "graylane") + ":"}
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, str | float] = {
+    "global_keyprefix": env_str("REDIS_PREFIX", "graylane") + ":"
+}
 
 DRAIN_SECONDS = env_float("DRAIN_SECONDS", 5.0)
 
@@ -199,6 +281,11 @@ GATEWAY_WAKEUP_CHANNEL = env_str("REDIS_PREFIX", "graylane") + ":gateways:genera
 GATEWAY_SWEEP_SECONDS = max(1.0, GATEWAY_STALE_SECONDS / 3)
 
 REGISTRY_TIMEOUT = env_float("REGISTRY_TIMEOUT", 3.0, minimum=0.1)
+# The embedded registry's naming API (/nacos/v1/ns/...) wants Nacos credentials: an
+# accessToken from /nacos/v1/auth/login, valid this many seconds, or a `service` API token.
+# Off: requests from loopback need none (everyone else still does).
+EMBEDDED_REGISTRY_AUTH = env_bool("EMBEDDED_REGISTRY_AUTH", True)
+EMBEDDED_REGISTRY_TOKEN_TTL = env_int("EMBEDDED_REGISTRY_TOKEN_TTL", 18000, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "sync-due-registries": {
         "task": "registry_sync.tasks.sync_due_registries",
@@ -222,5 +309,6 @@ LOGGING = {
         "celery.app.trace": {"level": "WARNING"},
         "celery.worker.strategy": {"level": "WARNING"},
         "celery.beat": {"level": "WARNING"},
+        "axes.apps": {"level": "WARNING"},  # its version, at every start
     },
 }

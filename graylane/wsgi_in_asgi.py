@@ -8,6 +8,15 @@ of a small request's CPU (py-spy). Here the event loop reads the body, one pool 
 the whole request as a WSGI server would (signals included, so database connections are
 closed or returned to the pool by the thread that used them), and the loop writes the
 answer. A streaming response (a static file) is sent from its thread chunk by chunk.
+
+Hand-written rather than the maintained a2wsgi.WSGIMiddleware (same thread count), which
+hands every message of the answer (start, body, end) from the thread to the loop and back.
+Side by side in one run, a2wsgi cost about 2x the CPU per request in the adapter alone
+(~200 µs against ~100 µs), 1.6-1.9x on /healthz (half to two thirds the requests/s)
+and 1.15-1.25x on the login page and an API read (~0.8x the requests/s); see it with:
+
+    .venv/bin/pip install a2wsgi   # only the benchmark needs it
+    .venv/bin/python bench/wsgi_in_asgi.py
 """
 
 import asyncio

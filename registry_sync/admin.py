@@ -29,7 +29,9 @@ class RegistryAdmin(admin.ModelAdmin):
     form = RegistryForm
     list_display = ("name", "kind", "base_url", "enabled", "stale", "last_success_at")
     list_filter = ("kind", "enabled", "stale")
-    readonly_fields = ("stale", "last_error", "last_sync_at", "last_success_at")
+    readonly_fields = (
+        "stale", "last_error", "skipped_instances", "last_sync_at", "last_success_at",
+    )  # fmt: skip
 
 
 class InstanceInline(admin.TabularInline):

@@ -1,5 +1,7 @@
 """The embedded registry: Nacos naming semantics over the EmbeddedInstance table, and the
-adapter the sync job uses to read it (in process, no HTTP to ourselves)."""
+adapter the sync job uses to read it (in process, no HTTP to ourselves). Register,
+deregister and update through the naming API are audited (source `registry`); beats are
+not."""
 
 import json
 from dataclasses import dataclass
@@ -8,6 +10,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from audit import log as audit_log
 from registry_sync.adapters import RegistryInstance
 from registry_sync.models import EmbeddedInstance
 
@@ -111,8 +114,49 @@ def purge_expired(namespace: str, group: str | None = None, service: str | None 
     return len(expired)
 
 
-def register(key: InstanceKey, *, weight, healthy, enabled, ephemeral, metadata) -> None:
-    EmbeddedInstance.objects.update_or_create(
+def _audit_view(row: EmbeddedInstance) -> dict:
+    return {
+        "namespace": row.namespace,
+        "group": row.group,
+        "cluster": row.cluster,
+        "weight": row.weight,
+        "healthy": row.healthy,
+        "enabled": row.enabled,
+        "ephemeral": row.ephemeral,
+        "metadata": row.metadata,
+    }
+
+
+def _audit(actor: str, action: str, key: InstanceKey, before, after) -> None:
+    audit_log.record(
+        actor=actor,
+        source="registry",
+        action=action,
+        object_label=f"instance {key.service} {key.ip}:{key.port}"[:255],
+        before=before,
+        after=after,
+    )
+
+
+def register(
+    key: InstanceKey, *, actor: str, weight, healthy, enabled, ephemeral, metadata
+) -> None:
+    with transaction.atomic():
+        existing = EmbeddedInstance.objects.filter(**key.filter()).first()
+        before = _audit_view(existing) if existing else None
+        row = _store(
+            key,
+            weight=weight,
+            healthy=healthy,
+            enabled=enabled,
+            ephemeral=ephemeral,
+            metadata=metadata,
+        )
+        _audit(actor, "instance.register", key, before, _audit_view(row))
+
+
+def _store(key: InstanceKey, *, weight, healthy, enabled, ephemeral, metadata) -> EmbeddedInstance:
+    row, _ = EmbeddedInstance.objects.update_or_create(
         **key.filter(),
         defaults={
             "weight": weight,
@@ -123,13 +167,19 @@ def register(key: InstanceKey, *, weight, healthy, enabled, ephemeral, metadata)
             "last_beat": timezone.now(),
         },
     )
+    return row
 
 
-def deregister(key: InstanceKey) -> None:
-    EmbeddedInstance.objects.filter(**key.filter()).delete()
+def deregister(key: InstanceKey, *, actor: str) -> None:
+    with transaction.atomic():
+        existing = EmbeddedInstance.objects.filter(**key.filter()).first()
+        if existing is None:
+            return  # still "ok", as in Nacos; nothing changed, nothing to audit
+        existing.delete()
+        _audit(actor, "instance.deregister", key, _audit_view(existing), None)
 
 
-def update(key: InstanceKey, *, weight, enabled, metadata) -> None:
+def update(key: InstanceKey, *, actor: str, weight, enabled, metadata) -> None:
     """The full update of PUT /nacos/v1/ns/instance: omitted fields take their defaults."""
     if not EmbeddedInstance.objects.filter(
         namespace=key.namespace, group=key.group, service=key.service
@@ -138,9 +188,14 @@ def update(key: InstanceKey, *, weight, enabled, metadata) -> None:
             f"service not found, namespace: {key.namespace}, "
             f"service: {key.group}{GROUP_SEPARATOR}{key.service}"
         )
-    EmbeddedInstance.objects.filter(**key.filter()).update(
-        weight=weight, enabled=enabled, metadata=metadata
-    )
+    with transaction.atomic():
+        row = EmbeddedInstance.objects.filter(**key.filter()).first()
+        if row is None:
+            return
+        before = _audit_view(row)
+        row.weight, row.enabled, row.metadata = weight, enabled, metadata
+        row.save(update_fields=["weight", "enabled", "metadata"])
+        _audit(actor, "instance.update", key, before, _audit_view(row))
 
 
 def beat(key: InstanceKey, beat_info: dict | None) -> bool:
@@ -155,7 +210,7 @@ def beat(key: InstanceKey, beat_info: dict | None) -> bool:
             return True
         if beat_info is None:
             return False
-        register(
+        _store(
             key,
             weight=float(beat_info.get("weight", 1.0) or 1.0),
             healthy=True,

@@ -1,4 +1,17 @@
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ValidationError
 from django.db import models
+
+CREDENTIALS_IN_URL = "No credentials in the URL: put them in username/password."
+
+
+def url_has_credentials(url: str) -> bool:
+    """`http://user:pass@host/`: a password there would be shown wherever the URL is."""
+    try:
+        return "@" in urlsplit(url).netloc
+    except ValueError:
+        return False  # not a URL: the URL validation says so
 
 
 class Registry(models.Model):
@@ -25,7 +38,12 @@ class Registry(models.Model):
     sync_interval = models.FloatField(default=5.0, help_text="Seconds between syncs.")
     enabled = models.BooleanField(default=True)
     stale = models.BooleanField(default=False, help_text="The last sync failed.")
-    last_error = models.TextField(blank=True)
+    last_error = models.TextField(
+        blank=True, help_text="Why the last sync failed, or which instances it skipped."
+    )
+    skipped_instances = models.PositiveIntegerField(
+        default=0, help_text="Instances the last good sync skipped as invalid (see last error)."
+    )
     last_sync_at = models.DateTimeField(null=True, blank=True)
     last_success_at = models.DateTimeField(null=True, blank=True)
     lease_until = models.DateTimeField(
@@ -38,6 +56,11 @@ class Registry(models.Model):
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        super().clean()
+        if url_has_credentials(self.base_url):
+            raise ValidationError({"base_url": CREDENTIALS_IN_URL})
 
 
 class Service(models.Model):

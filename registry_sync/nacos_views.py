@@ -1,18 +1,22 @@
 """The embedded registry's wire protocol: the Nacos 1.x naming Open API subset that
 clients use (register, deregister, update, heartbeat, list), with Nacos' parameter names,
-defaults, response bodies and error texts (../shared/contracts/registry-contracts.md §1.1).
-Open like a default Nacos (no auth), so existing clients work unchanged."""
+defaults, response bodies and error texts (the documented Nacos v1 naming Open API), and
+Nacos' login (`/nacos/v1/auth/login`): every naming call needs credentials, as in a Nacos
+with auth enabled (registry_sync/nacos_auth.py), so existing clients work unchanged."""
 
 import json
 import time
+from functools import wraps
 
 from django.http import HttpResponse, JsonResponse, QueryDict
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
-from registry_sync import embedded
+from registry_sync import embedded, nacos_auth
+from registry_sync.adapters import RegistryInstance, validation
 from registry_sync.embedded import InstanceKey, NamingError
+from registry_sync.models import EmbeddedInstance
 
 CACHE_MILLIS = 10000
 BEAT_OK, BEAT_NOT_FOUND = 10200, 20404
@@ -75,6 +79,39 @@ def _weight(params) -> float:
     return weight
 
 
+# validation.InvalidInstance.field -> the parameter it came from
+_PARAM_OF = {"service": "serviceName", "host": "ip", "cluster": "clusterName",
+             "instance_id": "instanceId"}  # fmt: skip
+
+
+def _checked(key: InstanceKey, *, weight, metadata) -> None:
+    """Refuse (400) what the sync would have to skip: the same check as for every registry
+    (registry_sync/adapters/validation.py), and the lengths of the embedded table."""
+    for param, value in (("namespaceId", key.namespace), ("groupName", key.group)):
+        if not validation.GROUP.match(value):
+            raise NamingError(f"Param '{param}' is illegal: {validation.show(value)}")
+    row = EmbeddedInstance(**key.filter())
+    try:
+        validation.check_instance(
+            RegistryInstance(
+                service=key.service,
+                instance_id=row.instance_id,
+                host=key.ip,
+                port=key.port,
+                weight=weight,
+                healthy=True,
+                enabled=True,
+                metadata=metadata,
+                cluster=key.cluster,
+            )
+        )
+    except validation.InvalidInstance as exc:
+        param = _PARAM_OF.get(exc.field, exc.field)
+        raise NamingError(f"Param '{param}' is illegal: {exc.reason}") from None
+    if len(key.ip) > EmbeddedInstance._meta.get_field("ip").max_length:
+        raise NamingError(f"Param 'ip' is illegal: {validation.show(key.ip)} is too long")
+
+
 def _text(body: str, status: int = 200) -> HttpResponse:
     return HttpResponse(body, status=status, content_type="text/plain;charset=UTF-8")
 
@@ -90,37 +127,80 @@ def naming_errors(view):
     return wrapper
 
 
+def registry_auth(view):
+    """Credentials first, as Nacos' auth filter comes before its controllers: the view gets
+    `actor`, the username the call comes from."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        try:
+            actor = nacos_auth.actor_of(request, _params(request))
+        except nacos_auth.AccessDenied as exc:
+            return _text(str(exc), status=403)
+        return view(request, *args, actor=actor, **kwargs)
+
+    return wrapper
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def login(request):
+    """Nacos' login: `username` and `password` (query or form) for an accessToken."""
+    params = _params(request)
+    try:
+        grant = nacos_auth.login(request, params.get("username"), params.get("password"))
+    except nacos_auth.AccessDenied as exc:
+        return _text(str(exc), status=403)
+    response = JsonResponse(
+        {
+            "accessToken": grant.access_token,
+            "tokenTtl": grant.ttl,
+            "globalAdmin": grant.global_admin,
+            "username": grant.username,
+        }
+    )
+    response["Authorization"] = f"Bearer {grant.access_token}"
+    return response
+
+
 @csrf_exempt
 @require_http_methods(["POST", "PUT", "DELETE"])
+@registry_auth
 @naming_errors
-def instance(request):
+def instance(request, actor: str):
     params = _params(request)
     key = _key(params)
     if request.method == "DELETE":
-        embedded.deregister(key)
-    elif request.method == "POST":
+        embedded.deregister(key, actor=actor)
+        return _text("ok")
+    weight, metadata = _weight(params), embedded.parse_metadata(params.get("metadata"))
+    _checked(key, weight=weight, metadata=metadata)
+    if request.method == "POST":
         embedded.register(
             key,
-            weight=_weight(params),
+            actor=actor,
+            weight=weight,
             healthy=_bool(params, "healthy", default=True),
             enabled=_bool(params, "enabled", "enable", default=True),
             ephemeral=_bool(params, "ephemeral", default=True),
-            metadata=embedded.parse_metadata(params.get("metadata")),
+            metadata=metadata,
         )
     else:
         embedded.update(
             key,
-            weight=_weight(params),
+            actor=actor,
+            weight=weight,
             enabled=_bool(params, "enabled", "enable", default=True),
-            metadata=embedded.parse_metadata(params.get("metadata")),
+            metadata=metadata,
         )
     return _text("ok")
 
 
 @csrf_exempt
 @require_http_methods(["PUT"])
+@registry_auth
 @naming_errors
-def beat(request):
+def beat(request, actor: str):
     params = _params(request)
     beat_info = None
     if params.get("beat"):
@@ -128,6 +208,8 @@ def beat(request):
             beat_info = json.loads(params["beat"])
         except json.JSONDecodeError:
             raise NamingError(f"Param 'beat' is illegal: {params['beat']}") from None
+        if not isinstance(beat_info, dict):
+            raise NamingError(f"Param 'beat' is illegal: {params['beat']}")
     if beat_info:
         key = _key(
             params,
@@ -135,6 +217,15 @@ def beat(request):
             port=beat_info.get("port"),
             cluster=beat_info.get("cluster"),
         )
+        # An unknown instance is registered from the beat info: the same check as above.
+        try:
+            weight = validation.as_weight(beat_info.get("weight") or 1.0)
+            metadata = validation.as_metadata(beat_info.get("metadata"))
+        except validation.InvalidInstance as exc:
+            raise NamingError(f"Param 'beat' is illegal: {exc.reason}") from None
+        if not 0.0 <= weight <= validation.MAX_WEIGHT:
+            raise NamingError("instance format invalid: The weights range from 0.0 to 10000.0")
+        _checked(key, weight=weight, metadata=metadata)
     else:
         key = _key(params)
     found = embedded.beat(key, beat_info)
@@ -178,8 +269,9 @@ def _host(row, now) -> dict:
 
 
 @require_GET
+@registry_auth
 @naming_errors
-def instance_list(request):
+def instance_list(request, actor: str):
     params = request.GET
     service_name = _required(params, "serviceName")
     group, service = embedded.split_service_name(

@@ -1,22 +1,18 @@
+from urllib.parse import urlsplit
+
 from rest_framework import serializers
 
-from registry_sync.models import Instance, Registry
+from registry_sync.models import CREDENTIALS_IN_URL, Instance, Registry, url_has_credentials
+
+PORT_RANGE = "The port must be from 1 to 65535."
 
 
-class ServiceSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    registry = serializers.CharField(allow_null=True)
-    prod_version = serializers.CharField()
-    gray_version = serializers.CharField()
-    override = serializers.DictField(child=serializers.CharField())
-    instances = serializers.DictField(child=serializers.IntegerField())
-
-
-class ServiceVersionsSerializer(serializers.Serializer):
-    """PATCH body; validated by releases.documents.normalize_override."""
-
-    prod_version = serializers.CharField(required=False, allow_null=True)
-    gray_version = serializers.CharField(required=False, allow_null=True)
+def port_in_range(url: str) -> bool:
+    """Django's URLValidator takes any 5 digits for a port (http://10.0.0.1:99999/)."""
+    try:
+        return urlsplit(url).port != 0
+    except ValueError:
+        return False
 
 
 class InstanceSerializer(serializers.ModelSerializer):
@@ -74,13 +70,23 @@ class RegistrySerializer(serializers.ModelSerializer):
             "enabled",
             "stale",
             "last_error",
+            "skipped_instances",
             "last_sync_at",
             "last_success_at",
         ]
-        read_only_fields = ["stale", "last_error", "last_sync_at", "last_success_at"]
+        read_only_fields = [
+            "stale", "last_error", "skipped_instances", "last_sync_at", "last_success_at",
+        ]  # fmt: skip
 
     def get_has_password(self, registry) -> bool:
         return bool(registry.password)
+
+    def validate_base_url(self, value):
+        if url_has_credentials(value):
+            raise serializers.ValidationError(CREDENTIALS_IN_URL)
+        if not port_in_range(value):
+            raise serializers.ValidationError(PORT_RANGE)
+        return value
 
     def validate_sync_interval(self, value):
         if value < 0.5:

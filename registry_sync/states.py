@@ -5,8 +5,9 @@ from datetime import datetime
 from registry_sync.adapters import RegistryInstance
 from registry_sync.models import Instance
 
-# A service SDK registers with this metadata while it warms up (seed 000: register only
-# after warm-up, and show the instance as not yet routable until then).
+# A service SDK registers with this metadata while it warms up (lossless deployment, see
+# docs/gray-release-design.md: register only after warm-up, and show the instance as not yet
+# routable until then).
 WARMUP_KEY = "graylane.warmup"
 ROUTABLE = Instance.UP
 

@@ -1,11 +1,15 @@
 """One sync of one registry: read everything first, then write only what changed, in bulk.
 
-A registry that fails or times out changes nothing but its own stale flag: instances are
-never deleted by a sync, and one missing from the registry becomes DOWN and is kept."""
+A sync that fails for any reason (the registry fails or times out, the database refuses a
+write) changes nothing but the registry's stale flag and error: instances are never deleted
+by a sync, and one missing from the registry becomes DOWN and is kept. Every instance read
+passes ``adapters.validation.screen``: one that cannot be stored is skipped (its stored row,
+if any, left as it was), counted in ``Registry.skipped_instances`` and named in
+``last_error``, and the others are synced; the registry is not stale for that."""
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -14,22 +18,24 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from dashboard.live import broadcast
-from registry_sync.adapters import NacosAdapter, RegistryAdapter, RegistryError, RegistryInstance
+from audit import log as audit_log
+from registry_sync import announcements
+from registry_sync.adapters import (
+    NacosAdapter,
+    RegistryAdapter,
+    RegistryError,
+    RegistryInstance,
+    SkippedInstance,
+    validation,
+)
 from registry_sync.models import Instance, Registry, Service
 from registry_sync.registries import adapter_for
-from registry_sync.serializers import InstanceSerializer
-from registry_sync.signals import routable_instances_changed
 from registry_sync.states import ROUTABLE, as_registry_instance, observed_state
-from releases.publishing import audit
 
 log = logging.getLogger(__name__)
 
 SYNC_ACTOR = "registry-sync"
 LEASE_SECONDS = 120
-# Beyond this many changed instances in one sync, browsers get one "reload" event instead
-# of one event per instance.
-MAX_INSTANCE_EVENTS = 100
 WRITTEN_FIELDS = ["host", "port", "cluster", "version", "state", "healthy", "enabled",
                   "weight", "metadata", "note", "last_seen"]  # fmt: skip
 ROUTING_FIELDS = ("host", "port", "version", "weight")
@@ -56,6 +62,7 @@ class SyncSummary:
     reapplied: int = 0
     services_added: int = 0
     routable_changed: set[str] = field(default_factory=set)
+    skipped: list[SkippedInstance] = field(default_factory=list)
 
     @property
     def rows_written(self) -> int:
@@ -66,6 +73,7 @@ class SyncSummary:
             f"{self.registry}: {self.added} added, {self.changed} changed, {self.gone} gone, "
             f"{self.unchanged} unchanged"
             + (f", offline re-applied to {self.reapplied}" if self.reapplied else "")
+            + (f", {len(self.skipped)} skipped as invalid" if self.skipped else "")
         )
 
 
@@ -83,24 +91,42 @@ def release_lease(registry: Registry) -> None:
     Registry.objects.filter(pk=registry.pk).update(lease_until=None)
 
 
+class Snapshot(dict[str, list[RegistryInstance]]):
+    """Service name -> its valid instances, and ``skipped``: what was read but cannot be
+    stored (adapters/validation.py), with why. A service whose name is refused is not in
+    the mapping (and not read)."""
+
+    def __init__(self):
+        super().__init__()
+        self.skipped: list[SkippedInstance] = []
+
+
 def read_registry(
     adapter: RegistryAdapter, progress: Callable[[int, int], None] | None = None
-) -> dict[str, list[RegistryInstance]]:
-    """Every service's instances. Any RegistryError aborts the whole read (nothing is
-    written from a partial snapshot); ``progress(done, total)`` runs in this thread, in
-    service order.
+) -> Snapshot:
+    """Every service's instances, screened (``validation.screen``: an invalid instance is
+    skipped, not an error). Any RegistryError aborts the whole read (nothing is written
+    from a partial snapshot); ``progress(done, total)`` runs in this thread, in service
+    order.
 
     Threads pay off when the registry keeps us waiting (a network in between: the round
     trips overlap), and cost ~20% when our own CPU is the bottleneck (a registry on
     loopback: ~0.4 ms of httpx a request, and the GIL). So where the adapter allows threads
     and there are enough services, the first lists measure both ways."""
-    services = adapter.list_services()
-    snapshot: dict[str, list[RegistryInstance]] = {}
+    snapshot = Snapshot()
+    services = []
+    for name in adapter.list_services():
+        if validation.service_name_problem(name) is None:
+            services.append(name)
+        else:  # not even asked for: the name may not survive a URL
+            snapshot.skipped.extend(validation.screen(name, []).skipped)
     done = 0
 
-    def got(name: str, instances: list[RegistryInstance]) -> None:
+    def got(name: str, entries: Iterable[RegistryInstance | SkippedInstance]) -> None:
         nonlocal done
-        snapshot[name], done = instances, done + 1
+        screened = validation.screen(name, entries)
+        snapshot[name], done = screened.instances, done + 1
+        snapshot.skipped.extend(screened.skipped)
         if progress:
             progress(done, len(services))
 
@@ -145,10 +171,13 @@ def _read_workers(adapter: RegistryAdapter) -> int:
     return 1
 
 
-def _mark_stale(registry: Registry, error: Exception) -> None:
-    Registry.objects.filter(pk=registry.pk).update(
-        stale=True, last_error=str(error)[:2000], last_sync_at=timezone.now()
-    )
+def _mark_stale(registry: Registry, message: str) -> None:
+    try:
+        Registry.objects.filter(pk=registry.pk).update(
+            stale=True, last_error=message[:2000], last_sync_at=timezone.now()
+        )
+    except Exception:  # the database itself may be what failed; the next run tries again
+        log.exception("Could not mark registry %s stale", registry.name)
 
 
 def sync_registry(
@@ -157,9 +186,12 @@ def sync_registry(
     adapter: RegistryAdapter | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> SyncSummary:
+    """One sync. Whatever fails (the registry, the adapter's configuration, a database
+    write) raises ``SyncFailed`` after marking the registry stale with the error; the write
+    phase is one transaction, so no instance is changed then."""
     own_adapter = adapter is None
-    adapter = adapter or adapter_for(registry)
     try:
+        adapter = adapter or adapter_for(registry)
         snapshot = read_registry(adapter, progress)
         summary, reapply = _apply(registry, snapshot, adapter)
         for row in reapply:
@@ -167,10 +199,15 @@ def sync_registry(
         summary.reapplied = len(reapply)
     except RegistryError as exc:
         log.warning("Registry %s is stale: %s", registry.name, exc)
-        _mark_stale(registry, exc)
+        _mark_stale(registry, str(exc))
         raise SyncFailed(str(exc)) from exc
+    except Exception as exc:
+        message = f"Sync failed: {type(exc).__name__}: {exc}"
+        log.exception("Registry %s is stale: %s", registry.name, message)
+        _mark_stale(registry, message)
+        raise SyncFailed(message) from exc
     finally:
-        if own_adapter:
+        if own_adapter and adapter is not None:
             adapter.close()
     return summary
 
@@ -179,9 +216,13 @@ def _state_key(row: Instance) -> tuple:
     return tuple(getattr(row, name) for name in WRITTEN_FIELDS if name != "last_seen")
 
 
-def _apply(registry, snapshot, adapter) -> tuple[SyncSummary, list[Instance]]:
+def _apply(registry, snapshot: Snapshot, adapter) -> tuple[SyncSummary, list[Instance]]:
     now = timezone.now()
-    summary = SyncSummary(registry=registry.name)
+    summary = SyncSummary(registry=registry.name, skipped=list(snapshot.skipped))
+    # A skipped instance proves nothing about the stored row: leave it as it was. One
+    # skipped without a readable id may be any stored row of its service.
+    kept_ids = {(s.service, s.instance_id) for s in summary.skipped if s.instance_id is not None}
+    kept_services = {s.service for s in summary.skipped if s.instance_id is None}
     events: list[Instance] = []
     reapply: list[Instance] = []
     with transaction.atomic():
@@ -241,6 +282,10 @@ def _apply(registry, snapshot, adapter) -> tuple[SyncSummary, list[Instance]]:
         for key, row in existing.items():
             if key in seen_keys or row.state == Instance.DOWN:
                 continue
+            name = row.service.name
+            if name in kept_services or (name, row.instance_id) in kept_ids:
+                summary.unchanged += 1
+                continue
             hidden_because_disabled = not adapter_lists_disabled(adapter) and (
                 row.offline_intent or not row.enabled
             )
@@ -262,7 +307,11 @@ def _apply(registry, snapshot, adapter) -> tuple[SyncSummary, list[Instance]]:
             _update(to_update + gone, WRITTEN_FIELDS)
         summary.added, summary.changed, summary.gone = len(to_create), len(to_update), len(gone)
         Registry.objects.filter(pk=registry.pk).update(
-            stale=False, last_error="", last_sync_at=now, last_success_at=now
+            stale=False,
+            last_error=validation.report(summary.skipped),
+            skipped_instances=len(summary.skipped),
+            last_sync_at=now,
+            last_success_at=now,
         )
         events = to_create + to_update + gone
         transaction.on_commit(lambda: _announce(summary, events))
@@ -320,7 +369,7 @@ def _reapply_offline(adapter, row: Instance) -> None:
     except RegistryError as exc:
         note = f"The registry shows it enabled; re-applying offline failed: {exc}"[:255]
     Instance.objects.filter(pk=row.pk).update(note=note[:255])
-    audit(
+    audit_log.record(
         actor=SYNC_ACTOR,
         source="sync",
         action="instance.offline.reapplied",
@@ -331,11 +380,5 @@ def _reapply_offline(adapter, row: Instance) -> None:
 
 
 def _announce(summary: SyncSummary, rows: list[Instance]) -> None:
-    if summary.routable_changed:
-        routable_instances_changed.send(sender=Instance, services=sorted(summary.routable_changed))
-    if len(rows) > MAX_INSTANCE_EVENTS:
-        broadcast("registry", {"registry": summary.registry, "changed": len(rows)})
-        return
-    broadcast(
-        "instance", *({"service": row.service.name, **InstanceSerializer(row).data} for row in rows)
-    )
+    announcements.routable_changed(summary.routable_changed)
+    announcements.instances_changed(rows, registry=summary.registry)

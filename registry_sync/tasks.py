@@ -3,7 +3,7 @@ import logging
 from celery import shared_task
 from django.utils import timezone
 
-from registry_sync.instance_actions import finish_drain_now
+from registry_sync import draining
 from registry_sync.models import Registry
 from registry_sync.sync import SyncFailed, acquire_lease, release_lease, sync_registry
 
@@ -40,4 +40,4 @@ def sync_due_registries() -> None:
 
 @shared_task(ignore_result=True)
 def finish_drain(instance_id: int) -> None:
-    finish_drain_now(instance_id)
+    draining.finish(instance_id)

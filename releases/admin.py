@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from graylane.read_only_admin import ReadOnlyAdmin
-from releases.models import AuditEntry, PolicyState, Revision
+from releases.models import PolicyState, Revision
 
 
 @admin.register(PolicyState)
@@ -14,10 +14,3 @@ class RevisionAdmin(ReadOnlyAdmin):
     list_display = ("number", "created_at", "author", "source", "comment", "checksum")
     list_filter = ("source",)
     search_fields = ("author", "comment")
-
-
-@admin.register(AuditEntry)
-class AuditEntryAdmin(ReadOnlyAdmin):
-    list_display = ("at", "actor", "source", "action", "object")
-    list_filter = ("source", "action")
-    search_fields = ("actor", "object")

@@ -7,11 +7,15 @@ Document shape (also a revision's `config`):
      "services": {"user-app": {"prod": "V1", "gray": "V3"}}}   # overrides only
 """
 
-import re
+from registry_sync.adapters.validation import SERVICE_NAME
+from routing_engine import (
+    CONTROL_CHARACTERS,
+    DEFAULT_POLICY,
+    PolicyError,
+    has_control_characters,
+    normalize_policy,
+)
 
-from routing_engine import DEFAULT_POLICY, PolicyError, normalize_policy
-
-SERVICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,254}$")
 MAX_VERSION_LENGTH = 64
 
 
@@ -55,6 +59,8 @@ def normalize_override(document: dict, service: str, changes: dict) -> dict:
             errors[field] = ["Must be a non-empty string, or null to inherit the default."]
         elif len(value.strip()) > MAX_VERSION_LENGTH:
             errors[field] = [f"At most {MAX_VERSION_LENGTH} characters."]
+        elif has_control_characters(value):
+            errors[field] = [CONTROL_CHARACTERS]
         else:
             override[key] = value.strip()
     if not errors:

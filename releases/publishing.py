@@ -9,8 +9,9 @@ from django.db import IntegrityError, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
+from audit import log as audit_log
 from releases.documents import default_document
-from releases.models import AuditEntry, PolicyState, Revision
+from releases.models import PolicyState, Revision
 from routing_engine import canonical_json, checksum, diff_documents
 
 # Sent after commit with `revision` (the new Revision); gateways and the live view listen.
@@ -112,20 +113,13 @@ def publish(
         state.save()
         audit_before, audit_after = audit_view(before), audit_view(after)
         keys = changed_keys(audit_before, audit_after)
-        AuditEntry.objects.create(
+        audit_log.record(
             actor=actor,
             source=source,
             action=action,
-            object=object_label,
+            object_label=object_label,
             before={"revision": revision.number - 1, **_audit_part(audit_before, keys)},
             after={"revision": revision.number, **_audit_part(audit_after, keys)},
         )
         transaction.on_commit(lambda: revision_published.send(sender=Revision, revision=revision))
     return PublishResult(state=state, revision=revision)
-
-
-def audit(*, actor: str, source: str, action: str, object_label: str, before, after) -> None:
-    """Record a change that is not a policy revision (instances, registries, gateways)."""
-    AuditEntry.objects.create(
-        actor=actor, source=source, action=action, object=object_label, before=before, after=after
-    )

@@ -1,9 +1,12 @@
 """Output shapes of the releases API (and their OpenAPI description). Input validation of
 the policy lives in routing_engine.policy so the form, the API and gateways share it."""
 
+import ipaddress
+
 from rest_framework import serializers
 
-from releases.models import AuditEntry, Revision
+from releases.models import Revision
+from routing_engine import MAX_ENTRY_LENGTH
 
 
 class HeaderRuleSerializer(serializers.Serializer):
@@ -53,22 +56,39 @@ class RollbackSerializer(serializers.Serializer):
     comment = serializers.CharField(required=False, allow_blank=True, max_length=500)
 
 
-class AuditEntrySerializer(serializers.ModelSerializer):
-    class Meta:
-        model = AuditEntry
-        fields = ["id", "at", "actor", "source", "action", "object", "before", "after"]
+# Bounds of a simulated request: what a real one could carry (MAX_ENTRY_LENGTH: the longest
+# user or city a policy can hold; 8 KiB: a common server limit for one header line).
+MAX_HEADERS = 100
+MAX_HEADER_NAME = 256
+MAX_HEADER_VALUE = 8192
 
 
 class SimulateRequestSerializer(serializers.Serializer):
-    service = serializers.CharField(required=False, allow_blank=True, allow_null=True)
-    headers = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
-    ip = serializers.CharField(required=False, allow_blank=True, allow_null=True)
-    city = serializers.CharField(required=False, allow_blank=True, allow_null=True)
-    user = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+    service = serializers.CharField(
+        required=False, allow_blank=True, allow_null=True, max_length=255
+    )
+    headers = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, max_length=MAX_HEADER_VALUE), required=False
+    )
+    ip = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=64)
+    city = serializers.CharField(
+        required=False, allow_blank=True, allow_null=True, max_length=MAX_ENTRY_LENGTH
+    )
+    user = serializers.CharField(
+        required=False, allow_blank=True, allow_null=True, max_length=MAX_ENTRY_LENGTH
+    )
+
+    def validate_headers(self, value):
+        if len(value) > MAX_HEADERS:
+            raise serializers.ValidationError(f"At most {MAX_HEADERS} headers.")
+        for name in value:
+            if len(name) > MAX_HEADER_NAME or "\x00" in name:
+                raise serializers.ValidationError(
+                    f"Header names are at most {MAX_HEADER_NAME} characters, without NUL."
+                )
+        return value
 
     def validate_ip(self, value):
-        import ipaddress
-
         if value:
             try:
                 ipaddress.ip_address(value.strip())
@@ -84,3 +104,19 @@ class SimulateResponseSerializer(serializers.Serializer):
     matched = serializers.CharField(allow_null=True)
     revision = serializers.IntegerField()
     instances = serializers.ListField(child=serializers.DictField())
+
+
+class ServiceSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    registry = serializers.CharField(allow_null=True)
+    prod_version = serializers.CharField()
+    gray_version = serializers.CharField()
+    override = serializers.DictField(child=serializers.CharField())
+    instances = serializers.DictField(child=serializers.IntegerField())
+
+
+class ServiceVersionsSerializer(serializers.Serializer):
+    """PATCH body; validated by releases.documents.normalize_override."""
+
+    prod_version = serializers.CharField(required=False, allow_null=True)
+    gray_version = serializers.CharField(required=False, allow_null=True)

@@ -1,5 +1,6 @@
 """What the gateway would do for a request, computed with the gateway's own engine."""
 
+from registry_sync.models import Instance
 from releases.documents import effective_versions
 from releases.models import PolicyState
 from routing_engine import GrayMatcher, lower_headers, select_instances
@@ -18,8 +19,6 @@ def matcher_for(state: PolicyState) -> GrayMatcher:
 
 
 def simulate(state: PolicyState, *, service, headers, ip, city, user) -> dict:
-    from registry_sync.models import Instance
-
     decision = matcher_for(state).decide(lower_headers(headers or {}), ip=ip, city=city, user=user)
     document = state.document
     result = {
@@ -38,7 +37,7 @@ def simulate(state: PolicyState, *, service, headers, ip, city, user) -> dict:
         )
     )
     if not document["gray"]["routing"]:
-        # The seed's gray.load off: the balancer ignores versions entirely.
+        # `routing` off (the reference design's gray.load): the balancer ignores versions.
         chosen = [i for i in instances if i["state"] == "UP"]
         result["version"] = None
     else:

@@ -25,6 +25,7 @@ from .matcher import (
     user_bucket,
 )
 from .policy import (
+    CONTROL_CHARACTERS,
     DEFAULT_POLICY,
     MAX_ENTRY_LENGTH,
     NON_FIELD_ERRORS,
@@ -32,6 +33,7 @@ from .policy import (
     canonical_json,
     checksum,
     diff_documents,
+    has_control_characters,
     merge_patch,
     normalize_ip,
     normalize_policy,
@@ -40,6 +42,7 @@ from .policy import (
 
 __all__ = [
     "ALL",
+    "CONTROL_CHARACTERS",
     "DEFAULT_POLICY",
     "FLAGS",
     "GRAY",
@@ -56,6 +59,7 @@ __all__ = [
     "checksum",
     "choose_version",
     "diff_documents",
+    "has_control_characters",
     "instance_key",
     "instance_weight",
     "is_routable",

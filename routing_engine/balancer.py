@@ -1,5 +1,6 @@
-"""Which instances a request may reach, given its gray flag (the seed's getGrayServers),
-and a smooth weighted round robin to pick one of them.
+"""Which instances a request may reach, given its gray flag (the reference design's
+getGrayServers, docs/gray-release-design.md), and a smooth weighted round robin to pick one
+of them.
 
 Instances are plain mappings with at least "version"; "state", "weight", "id",
 "host" and "port" are used when present.

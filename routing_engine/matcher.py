@@ -119,13 +119,14 @@ def _v4_blocks(ranges: list[tuple[int, int]]) -> list[list[int] | None]:
 
 
 class GrayMatcher:
-    """The seed's gateway filter decision, compiled from a normalised policy.
+    """The reference design's gateway filter decision (GrayGatewayBeginFilter), compiled from
+    a normalised policy (docs/gray-release-design.md).
 
     Accepts the full policy or the gateway document's "gray" section (no "versions").
     Call ``matcher.decide(headers, ip=None, city=None, user=None) -> Decision``:
     `headers` must have lower-case names (see lower_headers); `city` and `user`
     default to the values of the policy's city and user headers. Rules are tried in
-    the seed's order: header, IP, city, user, then percent.
+    the reference design's order: header, IP, city, user, then percent.
     """
 
     __slots__ = ("decide",)

@@ -39,8 +39,16 @@ NON_FIELD_ERRORS = "non_field_errors"
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 # RFC 9110 section 5.5: a field value may not contain CR, LF, NUL or other controls
-# (HTAB excepted); such a value could never arrive in a request anyway.
+# (HTAB excepted); such a value could never arrive in a request anyway. Every string of a
+# policy is matched against request headers or instance metadata, so none may hold them
+# (nor could PostgreSQL store a NUL).
 _FIELD_VALUE_FORBIDDEN = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+CONTROL_CHARACTERS = "Must not contain control characters."
+
+
+def has_control_characters(text: str) -> bool:
+    return _FIELD_VALUE_FORBIDDEN.search(text) is not None
+
 
 _IPV4_MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
 
@@ -77,6 +85,8 @@ def _string(value: Any, field: str, errors: _Errors) -> str | None:
     value = value.strip()
     if len(value) > MAX_ENTRY_LENGTH:
         errors.add(field, f"Must be at most {MAX_ENTRY_LENGTH} characters.")
+    if _FIELD_VALUE_FORBIDDEN.search(value):
+        errors.add(field, CONTROL_CHARACTERS)
     return value
 
 
@@ -163,6 +173,8 @@ def _entries(
 def _bounded(entry: str) -> str:
     if len(entry) > MAX_ENTRY_LENGTH:
         raise ValueError(f"{entry[:32]!r}... is longer than {MAX_ENTRY_LENGTH} characters.")
+    if _FIELD_VALUE_FORBIDDEN.search(entry):
+        raise ValueError(f"{entry[:32]!r}: {CONTROL_CHARACTERS.lower()}")
     return entry
 
 
@@ -216,9 +228,7 @@ def _header(value: Any, field: str, errors: _Errors) -> dict[str, Any] | None:
         name = _header_name(header["name"], f"{field}.name", errors, allow_empty=True)
     if "value" in header:
         value = _string(header["value"], f"{field}.value", errors)
-    if value is not None and _FIELD_VALUE_FORBIDDEN.search(value):
-        errors.add(f"{field}.value", "Must not contain control characters.")
-    elif name and value == "":
+    if name and value == "":
         errors.add(f"{field}.value", "Required when a header name is set.")
     return {"name": name, "value": value}
 

@@ -26,7 +26,7 @@ def free_port() -> int:
 
 def database_url(settings_dict: dict) -> str:
     """A DATABASE_URL for Django's `connection.settings_dict` (e.g. the test database)."""
-    if settings_dict["ENGINE"].endswith(("sqlite3", "sqlite_backend")):
+    if settings_dict["ENGINE"].endswith("sqlite3"):
         return f"sqlite:///{settings_dict['NAME']}"
     password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
     host = settings_dict.get("HOST") or "127.0.0.1"
@@ -45,7 +45,7 @@ def django_env(database: str, **extra: str) -> dict[str, str]:
     env.update(
         DJANGO_SETTINGS_MODULE="graylane.settings",
         DATABASE_URL=database,
-        SECRET_KEY="test-only-secret-key",
+        SECRET_KEY="test-only-secret-key-long-enough-for-django-checks-0123456789",
         DEBUG="false",
         ALLOWED_HOSTS="127.0.0.1,localhost",
         IN_PROCESS_JOBS="false",
@@ -66,6 +66,7 @@ class Process:
         self.env = env
         self.log_path = Path(tempfile.mkstemp(prefix="graylane-", suffix=".log")[1])
         self.popen: subprocess.Popen | None = None
+        self.final_log = ""  # the whole log, kept when the process is stopped
 
     def start(self):
         with open(self.log_path, "wb") as log:
@@ -89,10 +90,10 @@ class Process:
     def is_ready(self) -> bool:
         raise NotImplementedError
 
-    def log(self) -> str:
+    def log(self, tail: int = 4000) -> str:
         if not self.log_path.exists():
             return ""
-        return self.log_path.read_text(errors="replace")[-4000:]
+        return self.log_path.read_text(errors="replace")[-tail:]
 
     def kill(self) -> None:
         """SIGKILL the process and everything it forked, without any chance to clean up."""
@@ -107,6 +108,7 @@ class Process:
                 self.popen.wait(10)
             except subprocess.TimeoutExpired:
                 self.kill()
+        self.final_log = self.log(tail=10_000_000)
         self.log_path.unlink(missing_ok=True)
 
     def __enter__(self):

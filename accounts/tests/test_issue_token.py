@@ -50,3 +50,18 @@ def test_an_unknown_role_is_refused():
 
     with pytest.raises(CommandError):
         call_command("issue_token", "robot", "--role", "root")
+
+
+def test_issue_token_gives_the_service_role_instead_of_the_others():
+    from django.contrib.auth.models import User
+
+    from accounts.roles import may_use_registry
+
+    issue("fleet", "--role", "admin")
+    issue("fleet", "--role", "service")
+    user = User.objects.get(username="fleet")
+    assert list(user.groups.values_list("name", flat=True)) == ["service"]
+    assert role_of(user) is None and may_use_registry(user)
+    issue("fleet", "--role", "viewer")
+    user = User.objects.get(username="fleet")
+    assert role_of(user) == "viewer" and not may_use_registry(user)

@@ -1,10 +1,11 @@
 import pytest
 
+from audit.models import AuditEntry
 from dashboard.forms import PolicyForm
-from releases.api import update_policy
 from releases.documents import policy_of
-from releases.models import AuditEntry, PolicyState, Revision
+from releases.models import PolicyState, Revision
 from releases.publishing import load_state
+from releases.services import update_policy
 
 pytestmark = pytest.mark.django_db
 

@@ -51,7 +51,7 @@ class Migration(migrations.Migration):
                     "yaml_prefix",
                     models.CharField(
                         blank=True,
-                        help_text="Dotted keys the YAML is nested under, e.g. kerwin.tool for the seed's gateway (empty: `gray` at the top).",
+                        help_text="Dotted keys the YAML is nested under, e.g. kerwin.tool for the reference design's gateway (empty: `gray` at the top).",
                         max_length=128,
                     ),
                 ),

@@ -1,4 +1,4 @@
-"""The gateway endpoints served straight from ASGI (gateways/asgi.py)."""
+"""The gateway endpoints served straight from ASGI (gateways/protocol/asgi.py)."""
 
 import asyncio
 import json
@@ -6,17 +6,17 @@ import json
 import pytest
 
 from gateways import generation
-from gateways.asgi import _gateway_call
-from gateways.gateway_api import gateway_ack, gateway_config
+from gateways.protocol.asgi import _gateway_call
+from gateways.protocol.endpoints import ack, poll
 from graylane.asgi import application
 
 
 @pytest.mark.parametrize(
     "path,expected",
     [
-        ("/api/v1/gateway-config/", (gateway_config, {})),
-        ("/api/v1/gateways/edge-1/ack/", (gateway_ack, {"name": "edge-1"})),
-        ("/api/v1/gateways/pull_7/ack/", (gateway_ack, {"name": "pull_7"})),
+        ("/api/v1/gateway-config/", (poll, {})),
+        ("/api/v1/gateways/edge-1/ack/", (ack, {"name": "edge-1"})),
+        ("/api/v1/gateways/pull_7/ack/", (ack, {"name": "pull_7"})),
         ("/api/v1/gateways/a/b/ack/", None),
         ("/api/v1/gateways/edge-1/", None),
         ("/api/v1/gateway-config/extra/", None),

@@ -7,9 +7,9 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from audit.models import AuditEntry
 from gateways import generation
 from gateways.models import Gateway
-from releases.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
 # The gateway endpoints read the database from their own threads: the test's data must be
@@ -241,7 +241,15 @@ def test_the_openapi_document_describes_the_gateway_endpoints():
     assert {p["name"] for p in config["parameters"]} == {"known", "wait"}
     assert {"200", "304", "400", "401", "403"} <= config["responses"].keys()
     ack = schema["paths"]["/api/v1/gateways/{name}/ack/"]["post"]
-    body = ack["requestBody"]["content"]["application/json"]["schema"]
+    body = resolve(schema, ack["requestBody"]["content"]["application/json"]["schema"])
     assert body["required"] == ["generation"]
-    answer = ack["responses"]["200"]["content"]["application/json"]["schema"]
+    answer = resolve(schema, ack["responses"]["200"]["content"]["application/json"]["schema"])
     assert set(answer["properties"]) == {"name", "acked_generation", "status"}
+    assert ack["security"] == config["security"] == [{"tokenAuth": []}]
+
+
+def resolve(schema: dict, node: dict) -> dict:
+    """A schema object, following its `$ref` into the components."""
+    if "$ref" not in node:
+        return node
+    return schema["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]]

@@ -133,7 +133,7 @@ def test_fifty_concurrent_long_polls_do_not_exhaust_the_server(server, make_gate
     assert {r.json()["generation"] for r in responses} == {known + 1}
     assert len({r.content for r in responses}) == 1, "every gateway gets the same bytes"
     assert elapsed < 2.0
-    # A waiting gateway is a coroutine, not a thread (gateways/asgi.py).
+    # A waiting gateway is a coroutine, not a thread (gateways/protocol/asgi.py).
     assert threads_waiting - threads_before < 10, (threads_before, threads_waiting)
     assert Gateway.objects.filter(last_seen__isnull=False).count() == 50
 
@@ -181,8 +181,8 @@ def test_credentials_and_parameters(server, make_gateway, make_user):
 
 
 def test_a_burst_of_acks_each_gets_its_own_answer(server, make_gateway):
-    """Acks that arrive together are recorded together (gateways.call_batch); each caller
-    still gets the answer to its own call, refusals included."""
+    """Acks that arrive together are recorded together (gateways/protocol/call_batch.py);
+    each caller still gets the answer to its own call, refusals included."""
     gateways = [make_gateway(f"gw-{n}") for n in range(30)]
     current = current_generation(server, gateways[0][1])
     calls = [

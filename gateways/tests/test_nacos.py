@@ -1,4 +1,4 @@
-"""Nacos mode: the document as the seed's YAML, published to a Nacos config center (the
+"""Nacos mode: the document as the reference design's YAML, published to a Nacos config center (the
 contract fake) and read back; acked only when the stored md5 is the published one."""
 
 import json
@@ -9,7 +9,7 @@ import yaml
 from gateways import generation, yaml_layout
 from gateways.models import Gateway
 from gateways.tests.conftest import wait_until
-from gateways.tests.nacos_config_fake import FakeNacosConfig
+from tests.fakes.nacos_config_fake import FakeNacosConfig
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,6 +1,8 @@
 """The push client (gateways/push.py) against the HTTP/1.1 answers a gateway may give: each
 is read right, and what cannot be read is a delivery error that says why."""
 
+import os
+import resource
 import socket
 import threading
 from datetime import UTC, datetime
@@ -9,8 +11,8 @@ import pytest
 
 from gateways import push
 from gateways.errors import DeliveryError
-from gateways.generation import Snapshot
 from gateways.models import Gateway
+from gateways.snapshot import Snapshot
 
 SNAPSHOT = Snapshot(7, datetime(2026, 11, 30, tzinfo=UTC), b'{"generation": 7}')
 
@@ -139,3 +141,38 @@ def test_a_gateway_that_never_answers_times_out(deliver, settings):
     settings.GATEWAY_PUSH_TIMEOUT = 0.3
     with pytest.raises(DeliveryError, match="no answer within 0.3 s"):
         deliver(CannedGateway([b""]))
+
+
+@pytest.fixture
+def descriptors_from_1024():
+    """Every descriptor below 1024 taken (the soft limit raised within the hard one), so the
+    next socket's is 1024 or above."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 1024 + 256
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        pytest.skip(f"the hard limit of open files is {hard}")
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    opened = [os.open(os.devnull, os.O_RDONLY)]
+    try:
+        while opened[-1] < 1023:
+            opened.append(os.open(os.devnull, os.O_RDONLY))
+        yield
+    finally:
+        for descriptor in opened:
+            os.close(descriptor)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_kept_alive_connection_past_descriptor_1024_serves_the_next_push(
+    deliver, descriptors_from_1024
+):
+    gateway = CannedGateway([OK, OK, OK])
+    assert deliver(gateway) == 7
+    origin = ("http", "127.0.0.1", gateway.listener.getsockname()[1])
+    [connection] = push._local.pool._idle[origin]
+    assert connection.transport.get_extra_info("socket").fileno() >= 1024
+    # select() refused such a descriptor: every push on a reused connection failed.
+    assert deliver(gateway) == 7
+    assert deliver(gateway) == 7
+    assert (gateway.connections, gateway.requests) == (1, 3)

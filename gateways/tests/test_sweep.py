@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from gateways import delivery, generation, live, tasks
+from gateways import generation, status_updates, tasks
 from gateways.models import Gateway, Generation
 from registry_sync.models import Instance, Service
 
@@ -15,9 +15,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def queued(monkeypatch):
     calls = []
-    monkeypatch.setattr(
-        delivery, "enqueue", lambda number, made_at, ids=None: calls.append(list(ids))
-    )
+    monkeypatch.setattr(tasks, "enqueue", lambda number, made_at, ids=None: calls.append(list(ids)))
     return calls
 
 
@@ -45,7 +43,7 @@ def test_deliveries_whose_task_was_lost_are_queued_again(make_gateway, queued, s
 
 def test_pull_gateways_turning_stale_are_announced(make_gateway, monkeypatch, settings):
     announced = []
-    monkeypatch.setattr(live, "changed", lambda *ids: announced.extend(ids))
+    monkeypatch.setattr(status_updates, "changed", lambda *ids: announced.extend(ids))
     generation.newest_number()
     now = timezone.now()
     just_stale, _, _ = make_gateway(

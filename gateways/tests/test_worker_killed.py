@@ -8,7 +8,7 @@ from django.db import connection
 from gateways import generation
 from gateways.models import Gateway
 from gateways.tests.conftest import wait_until
-from gateways.tests.receiver import PushReceiver
+from tests.fakes.receiver import PushReceiver
 from tests.processes import CeleryWorker, database_url, django_env
 
 pytestmark = [

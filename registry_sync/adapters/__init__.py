@@ -2,10 +2,12 @@
 
 from .base import (
     ADAPTER_KINDS,
+    DEFAULT_GROUP,
+    DEFAULT_NAMESPACE,
     RegistryAdapter,
     RegistryError,
     RegistryInstance,
-    build_adapter,
+    SkippedInstance,
 )
 from .eureka import EurekaAdapter
 from .nacos import NacosAdapter
@@ -17,5 +19,40 @@ __all__ = [
     "RegistryAdapter",
     "RegistryError",
     "RegistryInstance",
+    "SkippedInstance",
     "build_adapter",
 ]
+
+
+def build_adapter(
+    kind: str,
+    *,
+    base_url: str,
+    namespace: str = DEFAULT_NAMESPACE,
+    group: str = DEFAULT_GROUP,
+    username: str = "",
+    password: str = "",
+    api_version: str = "auto",
+    timeout: float = 3.0,
+) -> RegistryAdapter:
+    """Build the adapter for a registry ``kind`` ("nacos" or "eureka").
+
+    ``namespace``, ``group`` and ``api_version`` only mean something for Nacos; Eureka ignores
+    them. ``username``/``password`` are Nacos login credentials, or HTTP basic auth for Eureka.
+    Raises ``ValueError`` for an unknown kind or api_version (a configuration error, not a
+    registry failure). No network traffic happens here.
+    """
+    normalized = (kind or "").strip().lower()
+    if normalized == "nacos":
+        return NacosAdapter(
+            base_url,
+            namespace=namespace,
+            group=group,
+            username=username,
+            password=password,
+            api_version=api_version,
+            timeout=timeout,
+        )
+    if normalized == "eureka":
+        return EurekaAdapter(base_url, username=username, password=password, timeout=timeout)
+    raise ValueError(f"unknown registry kind {kind!r}; expected one of {', '.join(ADAPTER_KINDS)}")

@@ -8,6 +8,7 @@ Every failure that is the registry's fault (unreachable, timeout, auth, unexpect
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -36,6 +37,16 @@ class RegistryInstance:
         return f"{self.host}:{self.port}"
 
 
+@dataclass(frozen=True, slots=True)
+class SkippedInstance:
+    """An entry of a listing that cannot be synced, and why (adapters/validation.py decides).
+    ``instance_id`` is the id the registry gave it when that id is text, else None."""
+
+    service: str
+    instance_id: str | None
+    reason: str
+
+
 class RegistryError(Exception):
     """Registry unreachable, timed out, auth failed, or answered something unexpected.
 
@@ -60,9 +71,11 @@ class RegistryAdapter(Protocol):
 
     def list_services(self) -> list[str]: ...
 
-    def list_instances(self, service: str) -> list[RegistryInstance]:
+    def list_instances(self, service: str) -> Sequence[RegistryInstance | SkippedInstance]:
         """Instances of one service; includes DISABLED instances wherever the server can show
-        them (see the adapter's ``lists_disabled``). An unknown service gives ``[]``."""
+        them (see the adapter's ``lists_disabled``). An unknown service gives ``[]``. An entry
+        the adapter cannot read is a ``SkippedInstance`` (never an error for the whole
+        listing); the sync checks the others with ``validation.screen``."""
         ...
 
     def set_enabled(self, instance: RegistryInstance, enabled: bool) -> None:
@@ -73,41 +86,3 @@ class RegistryAdapter(Protocol):
 
 
 ADAPTER_KINDS = ("nacos", "eureka")
-
-
-def build_adapter(
-    kind: str,
-    *,
-    base_url: str,
-    namespace: str = DEFAULT_NAMESPACE,
-    group: str = DEFAULT_GROUP,
-    username: str = "",
-    password: str = "",
-    api_version: str = "auto",
-    timeout: float = 3.0,
-) -> RegistryAdapter:
-    """Build the adapter for a registry ``kind`` ("nacos" or "eureka").
-
-    ``namespace``, ``group`` and ``api_version`` only mean something for Nacos; Eureka ignores
-    them. ``username``/``password`` are Nacos login credentials, or HTTP basic auth for Eureka.
-    Raises ``ValueError`` for an unknown kind or api_version (a configuration error, not a
-    registry failure). No network traffic happens here.
-    """
-    normalized = (kind or "").strip().lower()
-    if normalized == "nacos":
-        from .nacos import NacosAdapter
-
-        return NacosAdapter(
-            base_url,
-            namespace=namespace,
-            group=group,
-            username=username,
-            password=password,
-            api_version=api_version,
-            timeout=timeout,
-        )
-    if normalized == "eureka":
-        from .eureka import EurekaAdapter
-
-        return EurekaAdapter(base_url, username=username, password=password, timeout=timeout)
-    raise ValueError(f"unknown registry kind {kind!r}; expected one of {', '.join(ADAPTER_KINDS)}")

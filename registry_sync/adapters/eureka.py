@@ -1,6 +1,6 @@
 """Netflix / Spring Cloud Eureka adapter over the REST API.
 
-Paths, codes and the JSON codec follow shared/contracts/registry-contracts.md section 2.
+Paths, codes and the JSON codec follow the documented Eureka REST operations.
 
 * ``base_url`` is the Eureka service URL, e.g. ``http://127.0.0.1:8761/eureka`` (Spring Cloud) or
   ``.../eureka/v2`` (Netflix war); ``/apps`` is appended to whatever it names.
@@ -21,16 +21,16 @@ that long to show in listings.)
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 from urllib.parse import quote, urlsplit
 
 import httpx
 
+from . import validation
 from ._http import HttpTransport
-from .base import DEFAULT_CLUSTER, RegistryError, RegistryInstance
+from .base import DEFAULT_CLUSTER, RegistryInstance, SkippedInstance
 
 OUT_OF_SERVICE = "OUT_OF_SERVICE"
 UP = "UP"
@@ -50,26 +50,14 @@ def _port(raw: Any) -> int:
     """``{"$": 8080, "@enabled": "true"}`` (the JSON codec), or a bare number/string."""
     if isinstance(raw, dict):
         raw = raw.get("$")
-    return int(raw)
+    return validation.as_port(raw)
 
 
 def _metadata(raw: Any) -> dict[str, str]:
-    if not isinstance(raw, dict):
-        return {}
-    return {
-        str(key): value if isinstance(value, str) else json.dumps(value)
-        for key, value in raw.items()
-        if key
-        != "@class"  # an empty map is written as {"@class": "java.util.Collections$EmptyMap"}
-    }
-
-
-def _weight(metadata: dict[str, str]) -> float:
-    try:
-        weight = float(metadata.get("weight", 1.0))
-    except ValueError:
-        return 1.0
-    return weight if weight >= 0 else 1.0
+    if isinstance(raw, dict):
+        # an empty map is written as {"@class": "java.util.Collections$EmptyMap"}
+        raw = {key: value for key, value in raw.items() if key != "@class"}
+    return validation.as_metadata(raw)
 
 
 class EurekaAdapter:
@@ -123,12 +111,12 @@ class EurekaAdapter:
         self._snapshot_at = self._clock()
         return sorted(snapshot)
 
-    def list_instances(self, service: str) -> list[RegistryInstance]:
+    def list_instances(self, service: str) -> list[RegistryInstance | SkippedInstance]:
         key = service.lower()
         snapshot = self._fresh_snapshot()
         if snapshot is not None and key in snapshot:
             _app, raw_instances = snapshot[key]
-            return self._map_instances(raw_instances, key, None)
+            return self._map_instances(raw_instances, key)
         response = self._http.send("GET", self._apps_url(self._app_name(service)))
         if response.status_code == 404:
             return []  # unknown application
@@ -136,7 +124,7 @@ class EurekaAdapter:
         app = body.get("application") if isinstance(body, dict) else None
         if not isinstance(app, dict):
             raise self._http.error(response, f"answered an unexpected shape for {service!r}")
-        return self._map_instances(_as_list(app.get("instance")), key, response)
+        return self._map_instances(_as_list(app.get("instance")), key)
 
     def set_enabled(self, instance: RegistryInstance, enabled: bool) -> None:
         self._snapshot = None
@@ -162,7 +150,7 @@ class EurekaAdapter:
         self._snapshot = None
         self._http.close()
 
-    def __enter__(self) -> EurekaAdapter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -196,30 +184,23 @@ class EurekaAdapter:
         return self._http.json(response)
 
     def _map_instances(
-        self, raw_instances: list[Any], service: str, response: httpx.Response | None
-    ) -> list[RegistryInstance]:
-        result = []
+        self, raw_instances: list[Any], service: str
+    ) -> list[RegistryInstance | SkippedInstance]:
+        """Each entry as an instance; one that cannot be read is skipped, not the listing."""
+        result: list[RegistryInstance | SkippedInstance] = []
         for raw in raw_instances:
             try:
                 result.append(self._to_instance(raw, service))
-            except (KeyError, TypeError, ValueError) as exc:
-                where = f"{self.base_url}/apps"
-                if response is not None:
-                    raise self._http.error(
-                        response, f"answered an unexpected instance entry ({exc!r})"
-                    ) from None
-                raise RegistryError(
-                    f"Eureka answered an unexpected instance entry for {service!r} in GET "
-                    f"{where}: {exc!r}",
-                    url=where,
-                ) from None
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                given_id = raw.get("instanceId") if isinstance(raw, dict) else None
+                result.append(validation.skipped(service, given_id, exc))
         return result
 
     @staticmethod
     def _to_instance(raw: Any, service: str) -> RegistryInstance:
         if not isinstance(raw, dict):
             raise TypeError(f"instance is {type(raw).__name__}, not an object")
-        host = raw.get("ipAddr") or raw["hostName"]
+        host = validation.as_text("ipAddr", raw.get("ipAddr") or raw["hostName"])
         status = str(raw.get("status") or "UNKNOWN").upper()
         overridden = str(
             raw.get("overriddenStatus") or raw.get("overriddenstatus") or "UNKNOWN"
@@ -228,10 +209,11 @@ class EurekaAdapter:
         return RegistryInstance(
             service=service,
             # InstanceInfo.getId(): instanceId, else hostName (pre-instanceId registrations)
-            instance_id=str(raw.get("instanceId") or raw["hostName"]),
-            host=str(host),
+            instance_id=validation.as_text("instanceId", raw.get("instanceId") or raw["hostName"]),
+            host=host,
             port=_port(raw["port"]),
-            weight=_weight(metadata),
+            # Graylane's convention for Eureka (it has no weights): metadata "weight".
+            weight=validation.as_weight(metadata.get("weight")),
             healthy=status == UP,
             enabled=status != OUT_OF_SERVICE and overridden != OUT_OF_SERVICE,
             metadata=metadata,

@@ -1,6 +1,6 @@
 """Nacos naming adapter over the HTTP open/admin APIs (Nacos 1.x, 2.x and 3.x).
 
-Paths, parameters and shapes follow shared/contracts/registry-contracts.md section 1.
+Paths, parameters and shapes follow the documented Nacos naming Open API (v1, and v3 on 3.x).
 
 * ``api_version="v1"``: the v1 open API (``/nacos/v1/ns/...``), served by 1.x, 2.x and, for the
   OPEN_API part, 3.x. Its instance list is the *client* list: the server drops ``enabled=false``
@@ -16,11 +16,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from . import validation
 from ._http import HttpTransport, excerpt
 from .base import (
     DEFAULT_CLUSTER,
@@ -28,6 +29,7 @@ from .base import (
     DEFAULT_NAMESPACE,
     RegistryError,
     RegistryInstance,
+    SkippedInstance,
 )
 
 API_VERSIONS = ("auto", "v1", "v3")
@@ -57,15 +59,6 @@ def _as_bool(value: Any, default: bool) -> bool:
     if isinstance(value, bool):
         return value
     return str(value).strip().lower() == "true"
-
-
-def _metadata(raw: Any) -> dict[str, str]:
-    if not isinstance(raw, Mapping):
-        return {}
-    return {
-        str(key): value if isinstance(value, str) else json.dumps(value)
-        for key, value in raw.items()
-    }
 
 
 class NacosAdapter:
@@ -124,7 +117,7 @@ class NacosAdapter:
             return self._list_services_v3()
         return self._list_services_v1()
 
-    def list_instances(self, service: str) -> list[RegistryInstance]:
+    def list_instances(self, service: str) -> list[RegistryInstance | SkippedInstance]:
         name = self._plain_service(service)
         if self._resolve_version() == "v3":
             return self._list_instances_v3(name)
@@ -139,7 +132,7 @@ class NacosAdapter:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> NacosAdapter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -365,33 +358,35 @@ class NacosAdapter:
 
     # -- instances --------------------------------------------------------------------------
 
-    def _to_instance(self, host: Any, service: str, response: httpx.Response) -> RegistryInstance:
-        """Map a host of the 1.4 shape (valid/marked) or the 2.x/3.x Instance shape."""
+    def _to_instance(self, host: Any, service: str) -> RegistryInstance | SkippedInstance:
+        """Map a host of the 1.4 shape (valid/marked) or the 2.x/3.x Instance shape; one that
+        cannot be read (no ip, a port "abc", metadata not an object, ...) is skipped."""
         try:
-            ip = str(host["ip"])
-            port = int(host["port"])
-            weight = float(host.get("weight", 1.0))
-        except (KeyError, TypeError, ValueError):
-            raise self._unexpected(response, f"list instances of {service!r}") from None
-        cluster = str(host.get("clusterName") or DEFAULT_CLUSTER)
-        healthy = _as_bool(host.get("healthy", host.get("valid")), True)
-        instance_id = host.get("instanceId") or (
-            f"{ip}#{port}#{cluster}#{self.group}{GROUP_SEPARATOR}{service}"
-        )
-        return RegistryInstance(
-            service=service,
-            instance_id=str(instance_id),
-            host=ip,
-            port=port,
-            weight=weight,
-            healthy=healthy,
-            enabled=_as_bool(host.get("enabled"), True),
-            metadata=_metadata(host.get("metadata")),
-            cluster=cluster,
-            status="UP" if healthy else "DOWN",
-        )
+            ip = validation.as_text("ip", host["ip"])
+            port = validation.as_port(host.get("port"))
+            weight = validation.as_weight(host.get("weight"))
+            cluster = validation.as_text("clusterName", host.get("clusterName") or DEFAULT_CLUSTER)
+            instance_id = host.get("instanceId") or (
+                f"{ip}#{port}#{cluster}#{self.group}{GROUP_SEPARATOR}{service}"
+            )
+            healthy = _as_bool(host.get("healthy", host.get("valid")), True)
+            return RegistryInstance(
+                service=service,
+                instance_id=validation.as_text("instanceId", instance_id),
+                host=ip,
+                port=port,
+                weight=weight,
+                healthy=healthy,
+                enabled=_as_bool(host.get("enabled"), True),
+                metadata=validation.as_metadata(host.get("metadata")),
+                cluster=cluster,
+                status="UP" if healthy else "DOWN",
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            given_id = host.get("instanceId") if isinstance(host, Mapping) else None
+            return validation.skipped(service, given_id, exc)
 
-    def _list_instances_v1(self, service: str) -> list[RegistryInstance]:
+    def _list_instances_v1(self, service: str) -> list[RegistryInstance | SkippedInstance]:
         # Client listing: disabled instances are filtered out by the server. When the healthy
         # ratio falls to the protect threshold, 2.x returns unhealthy hosts marked healthy and
         # sets reachProtectionThreshold; health flags are then optimistic.
@@ -410,7 +405,7 @@ class NacosAdapter:
         hosts = body.get("hosts") if isinstance(body, dict) else None
         if not isinstance(hosts, list):
             raise self._unexpected(response, what)
-        return [self._to_instance(host, service, response) for host in hosts]
+        return [self._to_instance(host, service) for host in hosts]
 
     def _v3_clusters(self, service: str) -> list[str] | None:
         """Cluster names of a service (None: no such service). The v3 admin instance list is
@@ -432,12 +427,13 @@ class NacosAdapter:
             raise self._unexpected(response, what)
         return sorted(clusters)
 
-    def _list_instances_v3(self, service: str) -> list[RegistryInstance]:
+    def _list_instances_v3(self, service: str) -> list[RegistryInstance | SkippedInstance]:
         what = f"list instances of {service!r}"
         clusters = self._v3_clusters(service)
         if not clusters:
             return []
         found: dict[str, RegistryInstance] = {}
+        skipped: list[SkippedInstance] = []
         for cluster in clusters:
             response = self._call(
                 "GET",
@@ -456,9 +452,12 @@ class NacosAdapter:
             if not isinstance(hosts, list):
                 raise self._unexpected(response, what)
             for host in hosts:
-                instance = self._to_instance(host, service, response)
-                found[instance.instance_id] = instance
-        return list(found.values())
+                instance = self._to_instance(host, service)
+                if isinstance(instance, SkippedInstance):
+                    skipped.append(instance)
+                else:
+                    found[instance.instance_id] = instance
+        return [*found.values(), *skipped]
 
     # -- enable / disable -------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """The embedded registry driven by the real Nacos Python client (nacos-sdk-python 1.0.0,
-its v1 HTTP API) over loopback, and the sync picking up each change."""
+its v1 HTTP API) over loopback, logged in as a `service` user as against a Nacos with auth
+enabled, and the sync picking up each change."""
 
 import logging
 import time
@@ -22,8 +23,20 @@ def registry():
 
 
 @pytest.fixture
-def client(live_server):
-    return nacos.NacosClient(live_server.url.removeprefix("http://"), namespace="public")
+def client(live_server, make_user):
+    make_user("fleet", "service")
+    return nacos.NacosClient(
+        live_server.url.removeprefix("http://"),
+        namespace="public",
+        username="fleet",
+        password="pw-for-tests",
+    )
+
+
+@pytest.fixture
+def token(client):
+    """The accessToken the client got from logging in, for calls made without it."""
+    return client.token
 
 
 def instance_state(host: str) -> str:
@@ -86,7 +99,7 @@ def test_heartbeat_keeps_an_instance_healthy_and_expiry_follows_nacos(client, re
 
 
 def test_a_beat_for_an_unknown_instance_registers_it_or_asks_to_reregister(
-    live_server, client, registry
+    live_server, client, token, registry
 ):
     beat = client.send_heartbeat(
         "pay-app", "10.0.2.1", 7401, cluster_name="DEFAULT", metadata={"version": "V2"}
@@ -95,7 +108,12 @@ def test_a_beat_for_an_unknown_instance_registers_it_or_asks_to_reregister(
     assert client.list_naming_instance("pay-app")["hosts"][0]["metadata"] == {"version": "V2"}
     bare = httpx.put(
         f"{live_server.url}/nacos/v1/ns/instance/beat",
-        params={"serviceName": "DEFAULT_GROUP@@pay-app", "ip": "10.9.9.9", "port": 1},
+        params={
+            "serviceName": "DEFAULT_GROUP@@pay-app",
+            "ip": "10.9.9.9",
+            "port": 1,
+            "accessToken": token,
+        },
     )
     assert bare.json() == {"clientBeatInterval": 5000, "code": 20404, "lightBeatEnabled": True}
 
@@ -114,14 +132,20 @@ def test_deregister_then_sync_marks_down_and_keeps_the_row(client, registry):
 
 
 def test_update_is_a_full_update_and_disabled_instances_leave_the_list(
-    live_server, client, registry
+    live_server, client, token, registry
 ):
     client.add_naming_instance(
         "user-app", "10.0.0.8", 7201, metadata={"version": "V1"}, cluster_name="DEFAULT"
     )
     response = httpx.put(
         f"{live_server.url}/nacos/v1/ns/instance",
-        params={"serviceName": "user-app", "ip": "10.0.0.8", "port": 7201, "enabled": "false"},
+        params={
+            "serviceName": "user-app",
+            "ip": "10.0.0.8",
+            "port": 7201,
+            "enabled": "false",
+            "accessToken": token,
+        },
     )
     assert response.text == "ok"
     assert client.list_naming_instance("user-app")["hosts"] == []
@@ -142,15 +166,18 @@ def test_update_is_a_full_update_and_disabled_instances_leave_the_list(
          "metadata format incorrect:nonsense"),
     ],
 )  # fmt: skip
-def test_bad_requests_get_nacos_errors(live_server, params, message):
-    response = httpx.post(f"{live_server.url}/nacos/v1/ns/instance", params=params)
+def test_bad_requests_get_nacos_errors(live_server, token, params, message):
+    response = httpx.post(
+        f"{live_server.url}/nacos/v1/ns/instance", params={**params, "accessToken": token}
+    )
     assert response.status_code == 400
     assert response.text == message
 
 
-def test_missing_service_lists_empty(live_server):
+def test_missing_service_lists_empty(live_server, token):
     response = httpx.get(
-        f"{live_server.url}/nacos/v1/ns/instance/list", params={"serviceName": "nope"}
+        f"{live_server.url}/nacos/v1/ns/instance/list",
+        params={"serviceName": "nope", "accessToken": token},
     )
     assert response.status_code == 200
     assert response.json()["hosts"] == []

@@ -1,11 +1,11 @@
 import pytest
 from django.test import TestCase
 
-from registry_sync.fakes.nacos_fake import FakeNacos
+from audit.models import AuditEntry
 from registry_sync.models import Instance, Registry
 from registry_sync.signals import routable_instances_changed
 from registry_sync.sync import sync_registry
-from releases.models import AuditEntry
+from tests.fakes.nacos_fake import FakeNacos
 
 pytestmark = pytest.mark.django_db
 

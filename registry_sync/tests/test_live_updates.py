@@ -11,10 +11,10 @@ from channels.testing import WebsocketCommunicator
 from django.db import connection
 
 from dashboard.consumers import LiveConsumer
-from registry_sync.fakes.nacos_fake import FakeNacos
 from registry_sync.models import Registry
 from registry_sync.sync import sync_registry
 from tests import processes
+from tests.fakes.nacos_fake import FakeNacos
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

@@ -2,14 +2,15 @@
 
 import pytest
 
-from registry_sync.fakes.eureka_fake import FakeEureka
-from registry_sync.fakes.nacos_fake import FakeNacos
-from registry_sync.instance_actions import finish_drain_now, take_offline
+from audit.models import AuditEntry
+from registry_sync import draining
 from registry_sync.models import Instance, Registry
+from registry_sync.services import take_offline
 from registry_sync.signals import routable_instances_changed
 from registry_sync.sync import SyncFailed, sync_registry
 from registry_sync.tasks import sync_one
-from releases.models import AuditEntry
+from tests.fakes.eureka_fake import FakeEureka
+from tests.fakes.nacos_fake import FakeNacos
 
 pytestmark = pytest.mark.django_db
 
@@ -122,11 +123,11 @@ def test_draining_becomes_offline_after_the_window(nacos, nacos_registry, settin
     sync_registry(nacos_registry)
     row = take_offline(Instance.objects.get(host="10.0.0.2").pk, actor="olga", source="api")
     assert row.state == "DRAINING"
-    assert finish_drain_now(row.pk) is False  # still inside the window
+    assert draining.finish(row.pk) is False  # still inside the window
     import time
 
     time.sleep(0.25)
-    assert finish_drain_now(row.pk) is True
+    assert draining.finish(row.pk) is True
     assert Instance.objects.get(pk=row.pk).state == "OFFLINE"
 
 

@@ -4,8 +4,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from registry_sync.fakes.nacos_fake import FakeNacos
 from registry_sync.models import Instance, Registry
+from tests.fakes.nacos_fake import FakeNacos
 
 pytestmark = pytest.mark.django_db
 

@@ -1,6 +1,7 @@
 import pytest
 
-from releases.models import AuditEntry, PolicyState, Revision
+from audit.models import AuditEntry
+from releases.models import PolicyState, Revision
 
 pytestmark = pytest.mark.django_db
 

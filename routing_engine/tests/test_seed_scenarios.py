@@ -1,4 +1,5 @@
-"""The three scenarios of the seed article, end to end: decision, then instances."""
+"""The three acceptance scenarios of the reference gray-release design, end to end: decision,
+then instances (docs/gray-release-design.md)."""
 
 import pytest
 

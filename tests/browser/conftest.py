@@ -18,7 +18,7 @@ from tests import processes
 
 CHROMIUM = "/usr/bin/chromium"
 # Without the networking flags the closed network makes Chromium slow to start; --no-sandbox
-# because CI runs as root (see shared/contracts/ci-services.md).
+# because CI runs as root (.ci/run).
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -127,12 +127,20 @@ def page(browser, server_url, transactional_db):
     page = context.new_page()
     js_errors = []
     page.on("pageerror", lambda error: js_errors.append(str(error)))
+    # What the Content-Security-Policy blocked (an inline script or style, eval, ...).
+    blocked: list[str] = []
+    page.blocked_by_csp = blocked  # type: ignore[attr-defined]  # for a test expecting some
+    page.on(
+        "console",
+        lambda message: "Content Security Policy" in message.text and blocked.append(message.text),
+    )
     try:
         yield page
     finally:
         context.close()
     assert not outside, f"requests outside loopback: {outside}"
     assert not js_errors, f"JavaScript errors: {js_errors}"
+    assert not blocked, f"blocked by the Content-Security-Policy: {blocked}"
 
 
 @pytest.fixture
@@ -184,8 +192,9 @@ def screenshot(page):
 
 @pytest.fixture
 def seed_policy(transactional_db):
-    """The seed's gray rules: routing on, header `gray: gray-996`."""
-    from releases.api import update_policy
+    """The reference design's gray rules (docs/gray-release-design.md): switch on, header
+    `gray: gray-996`."""
+    from releases.services import update_policy
 
     return update_policy(
         {"enabled": True, "header": {"name": "gray", "value": "gray-996"}},
@@ -193,5 +202,5 @@ def seed_policy(transactional_db):
         actor="seed",
         source="api",
         expected_revision=None,
-        comment="The seed's header rule.",
+        comment="The reference design's header rule.",
     ).state

@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from accounts.models import ApiToken
-from accounts.roles import ROLES
+from accounts.roles import ALL_ROLES
 
 
 class Command(BaseCommand):
@@ -12,7 +12,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("username")
-        parser.add_argument("--role", choices=ROLES, required=True)
+        parser.add_argument("--role", choices=ALL_ROLES, required=True)
         parser.add_argument("--name", default="", help="A label for the token.")
 
     @transaction.atomic
@@ -22,7 +22,7 @@ class Command(BaseCommand):
             user.set_unusable_password()
             user.save()
         # One role per user keeps "what can this user do" a single answer.
-        user.groups.remove(*Group.objects.filter(name__in=ROLES))
+        user.groups.remove(*Group.objects.filter(name__in=ALL_ROLES))
         user.groups.add(Group.objects.get_or_create(name=role)[0])
         _, key = ApiToken.objects.issue(user, name=name or "issue_token")
         verb = "Created" if created else "Updated"

@@ -1,0 +1,102 @@
+"""What the benches that load a real server share: a migrated template SQLite database with a
+viewer's API token, uvicorn serving a copy of it through a bench's own app factory, `wrk` to
+load it, and reading one HTTP/1.1 message off an asyncio stream (for loopback peers).
+
+Uses the tests' process helpers (tests/processes.py); importing this never sets up Django.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.processes import BASE_DIR, AsgiServer, django_env
+
+WRK_MISSING = "no wrk: it comes from Debian (apt-get install -y wrk)"
+
+# -- the server --------------------------------------------------------------------------------
+
+
+def sqlite_env(var_dir: Path, **extra: str) -> dict[str, str]:
+    """Environment for a graylane process on var_dir/graylane.sqlite3: no Redis, no jobs."""
+    database = f"sqlite:///{var_dir / 'graylane.sqlite3'}"
+    return django_env(database, GRAYLANE_VAR_DIR=str(var_dir), REDIS_URL="", **extra)
+
+
+@contextlib.contextmanager
+def template_database() -> Iterator[tuple[Path, str]]:
+    """(directory, token): a directory holding a migrated SQLite database and the API token of
+    a viewer made in it. Removed on leaving, whatever happens."""
+    var = Path(tempfile.mkdtemp(prefix="graylane-bench-"))
+    try:
+        env = sqlite_env(var)
+        manage = [sys.executable, "manage.py"]
+        subprocess.run([*manage, "migrate", "-v0"], cwd=BASE_DIR, env=env, check=True)
+        issued = subprocess.run(
+            [*manage, "issue_token", "bench", "--role", "viewer"],
+            cwd=BASE_DIR,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        yield var, issued.stdout.strip().splitlines()[-1]
+    finally:
+        shutil.rmtree(var, ignore_errors=True)
+
+
+class BenchServer(AsgiServer):
+    """uvicorn serving what `factory` ("module:function", uvicorn --factory) returns, on
+    var_dir's SQLite database; like the tests' AsgiServer, in a session of its own (its CPU:
+    measure.session_cpu_seconds(server.pid)), ready once /healthz answers."""
+
+    def __init__(self, factory: str, var_dir: Path, **extra: str):
+        super().__init__(sqlite_env(var_dir, **extra))
+        self.var_dir = var_dir
+        self.args[-1:] = ["--factory", factory]
+
+
+@contextlib.contextmanager
+def serve(factory: str, template: Path, **extra: str) -> Iterator[BenchServer]:
+    """A started BenchServer on a fresh copy of the template's database (`extra`: more
+    environment); stopped, and its directory removed, on leaving."""
+    var = Path(tempfile.mkdtemp(prefix="graylane-bench-"))
+    try:
+        shutil.copy(template / "graylane.sqlite3", var / "graylane.sqlite3")
+        with BenchServer(factory, var, **extra) as server:
+            yield server
+    finally:
+        shutil.rmtree(var, ignore_errors=True)
+
+
+# -- the load ----------------------------------------------------------------------------------
+
+
+def wrk(url: str, seconds: int, header: str | None = None) -> int:
+    """How many requests `wrk -t1 -c8` completed in `seconds` (one thread, 8 connections);
+    RuntimeError if any was answered other than 2xx/3xx."""
+    args = ["wrk", "-t1", "-c8", f"-d{seconds}s"] + (["-H", header] if header else [])
+    out = subprocess.run([*args, url], capture_output=True, text=True, check=True).stdout
+    if "Non-2xx" in out:
+        raise RuntimeError(f"{url} answered errors:\n{out}")
+    return int(next(line for line in out.splitlines() if "requests in" in line).split()[0])
+
+
+# -- loopback peers ----------------------------------------------------------------------------
+
+
+async def read_message(reader) -> tuple[str, dict[str, str], bytes]:
+    """One HTTP/1.1 message with a Content-Length: (first line, headers with lower-case
+    names, body)."""
+    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+    headers = {}
+    for line in head[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    body = await reader.readexactly(int(headers.get("content-length") or 0))
+    return head[0], headers, body

@@ -1,0 +1,170 @@
+"""The database work of gateways' calls (polls and acks), done for many calls at once.
+
+A new generation makes every gateway call back within milliseconds: each pull gateway gets
+its answer, acks it and polls again. Done one call at a time, that is three or four
+queries each and as many small write transactions competing for the database's write lock
+(on SQLite a loser sleeps in the busy handler, milliseconds at a time). Here the calls that
+arrive while one batch is with the database wait together for the next one, which needs
+the same few statements for one call or fifty: no added delay when calls are rare, one
+writer when they come in a burst.
+"""
+
+import asyncio
+import weakref
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from channels.db import database_sync_to_async
+from django.utils import timezone
+
+from accounts.models import ApiToken, hash_token
+from gateways import generation, status_updates
+from gateways.acks import record_acks
+from gateways.models import Gateway
+from gateways.snapshot import Snapshot
+
+# A poll records `last_seen` unless it is fresher than this: staleness is judged in tens of
+# seconds, and a gateway polls again right after every answer.
+LAST_SEEN_RESOLUTION_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Poll:
+    key: str  # the gateway's token
+
+
+@dataclass(frozen=True)
+class Ack:
+    key: str
+    name: str  # the gateway named in the URL
+    number: int | None  # the generation it says it runs; None: the body did not say
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A call answered with an error: HTTP status and DRF-shaped body."""
+
+    status: int
+    body: dict
+
+
+@dataclass(frozen=True)
+class AckRecorded:
+    name: str
+    acked_generation: int
+    status: str
+
+
+UNAUTHENTICATED = Refusal(
+    401, {"detail": "Authentication credentials were not provided or are invalid."}
+)
+NOT_A_GATEWAY = Refusal(
+    403, {"detail": "This endpoint is for gateways: use the gateway's own token."}
+)
+
+
+def answer(calls: list[Poll | Ack]) -> list[Snapshot | AckRecorded | Refusal]:
+    """Each call's answer, in order: a Poll gets the newest generation's snapshot, an Ack
+    what was recorded. Reads every caller in one query and writes once
+    (gateways.acks.record_acks)."""
+    hashes = {call.key: hash_token(call.key) for call in calls}
+    gateways = {g.token_hash: g for g in Gateway.objects.filter(token_hash__in=hashes.values())}
+    unknown = set(hashes.values()) - gateways.keys()
+    users = set(
+        ApiToken.objects.filter(key_hash__in=unknown).values_list("key_hash", flat=True)
+        if unknown
+        else ()
+    )
+    snapshot = generation.current()
+    now = timezone.now()
+    acks: dict[int, int] = {}
+    seen: set[int] = set()
+    answers: list[Snapshot | AckRecorded | Refusal] = []
+    for call in calls:
+        gateway = gateways.get(hashes[call.key])
+        if gateway is None:
+            answers.append(NOT_A_GATEWAY if hashes[call.key] in users else UNAUTHENTICATED)
+        elif isinstance(call, Poll):
+            answers.append(snapshot)
+            last_seen = gateway.last_seen
+            if last_seen is None or (now - last_seen).total_seconds() >= (
+                LAST_SEEN_RESOLUTION_SECONDS
+            ):
+                if gateway.status_at(snapshot.number, now) == Gateway.STALE:
+                    status_updates.changed(gateway.pk)  # it is back
+                seen.add(gateway.pk)
+                gateway.last_seen = now
+        else:
+            answers.append(_ack(gateway, call, snapshot.number, now, acks))
+    if acks or seen:
+        record_acks(acks, seen=seen - acks.keys())
+    return answers
+
+
+def _ack(gateway: Gateway, call: Ack, newest: int, now, acks: dict[int, int]):
+    if gateway.name != call.name:
+        return Refusal(403, {"detail": "A gateway acknowledges only for itself."})
+    if call.number is None:
+        message = 'Send {"generation": N}, N a non-negative integer.'
+        return Refusal(400, {"generation": [message]})
+    if call.number > newest:
+        message = f"Generation {call.number} does not exist; the newest is {newest}."
+        return Refusal(400, {"generation": [message]})
+    if call.number > gateway.acked_generation:
+        gateway.acked_generation = call.number
+        gateway.last_error = ""
+    acks[gateway.pk] = max(acks.get(gateway.pk, 0), call.number)
+    gateway.last_seen = now
+    return AckRecorded(gateway.name, gateway.acked_generation, gateway.status_at(newest, now))
+
+
+class CallBatcher:
+    """One per event loop: collects calls and hands them to `answer_batch` (by default
+    `answer` on the loop's shared executor, not a thread per call) a batch at a time."""
+
+    def __init__(self, answer_batch: Callable[[list], Awaitable[list]] | None = None):
+        self._answer_batch = answer_batch or _in_executor
+        self._waiting: list[tuple[Poll | Ack, asyncio.Future]] = []
+        self._draining: asyncio.Task | None = None  # held: the loop keeps weak references
+
+    async def submit(self, call: Poll | Ack):
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.append((call, future))
+        if self._draining is None:
+            # Starts on the loop's next turn: calls that arrived in this turn join it.
+            self._draining = asyncio.get_running_loop().create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting, []
+                try:
+                    answers = await self._answer_batch([call for call, _ in batch])
+                except Exception as exc:
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for (_, future), result in zip(batch, answers, strict=True):
+                    if not future.done():  # a caller that went away was cancelled
+                        future.set_result(result)
+        finally:
+            self._draining = None
+
+
+# Django's connection handling around each call, on the loop's shared executor.
+_in_executor = database_sync_to_async(answer, thread_sensitive=False)
+
+_batchers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CallBatcher]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def submit(call: Poll | Ack):
+    """The answer to one call, made together with whatever other calls are waiting."""
+    loop = asyncio.get_running_loop()
+    batcher = _batchers.get(loop)
+    if batcher is None:
+        batcher = _batchers[loop] = CallBatcher()
+    return await batcher.submit(call)

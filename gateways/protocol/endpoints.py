@@ -1,0 +1,180 @@
+"""The two endpoints gateways call, with their own gateway token (users' tokens get 403,
+even an admin's: a call is also the gateway saying it is alive):
+
+* `GET /api/v1/gateway-config/?known=<generation>&wait=<seconds>`: the document, at once
+  if its generation is not `known`, else as soon as a newer one exists, else 304 after
+  `wait` s. (A `known` above the current generation is answered at once too: the control
+  plane's database went back in time, and the gateway must not wait for it forever.)
+* `POST /api/v1/gateways/{name}/ack/` `{"generation": N}`: the gateway runs generation N.
+  Only for itself (else 403); acks never go backwards; a generation that does not exist
+  yet is 400. Answers `{"name", "acked_generation", "status"}`.
+
+Every new generation brings every gateway back at once, so these calls are kept lean: the
+answers are made here, once, from plain values (`poll`, `ack` -> `Answer`). The server
+calls them straight from ASGI (protocol/asgi.py), without Django's request machinery or
+middleware (the endpoints authenticate themselves and use no session, cookie or CSRF);
+the DRF views of protocol/views.py call the same functions for everything else (the URL
+conf, the test client, the OpenAPI document). A waiting gateway is a coroutine awaiting an
+announcement (protocol/wakeup.py), not a thread, and the database work of calls is done in
+batches (protocol/call_batch.py). Errors have DRF's shapes (`{"detail": ...}`,
+`{"field": [...]}`). The protocol as a whole: docs/gateway-protocol.md.
+"""
+
+import asyncio
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from channels.db import database_sync_to_async
+
+from gateways import generation
+from gateways.authentication import token_key
+from gateways.protocol import call_batch, wakeup
+from gateways.protocol.call_batch import Ack, Poll, Refusal
+from gateways.snapshot import Snapshot
+
+MAX_WAIT = 60.0
+# A generation is a 64-bit integer: more digits than this is no generation (and Python
+# refuses to parse thousands of digits).
+MAX_GENERATION_DIGITS = 19
+# While announcements from other processes cannot arrive (Redis unreachable), waiting
+# pollers look at the database this often instead.
+RECHECK_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _json(status: int, content: dict, **headers: str) -> Answer:
+    body = json.dumps(content).encode()
+    return Answer(status, body, {"Content-Type": "application/json", **headers})
+
+
+def _refused(refusal: Refusal) -> Answer:
+    if refusal.status == 401:
+        return _json(401, refusal.body, **{"WWW-Authenticate": "Token"})
+    return _json(refusal.status, refusal.body)
+
+
+def _not_allowed(allowed: str) -> Answer:
+    return _json(405, {"detail": "Method not allowed."}, Allow=allowed)
+
+
+def body_too_large(limit: int) -> Answer:
+    """A body over GATEWAY_MAX_BODY_BYTES, refused before it is read (or read further) and
+    before the caller is authenticated; the connection is then closed."""
+    detail = f"The request body is larger than {limit} bytes."
+    return _json(413, {"detail": detail}, Connection="close")
+
+
+def content_length_refusal(content_length: str | None, limit: int) -> Answer | None:
+    """The answer to a request announcing this Content-Length, when it is refused."""
+    if content_length is None:
+        return None
+    raw = content_length.strip()
+    if not (raw.isascii() and raw.isdigit()):
+        return _json(400, {"detail": "A bad Content-Length header."})
+    return body_too_large(limit) if len(raw) > 18 or int(raw) > limit else None
+
+
+# An invalid Host header (not in ALLOWED_HOSTS), answered as Django answers it under /api/.
+BAD_HOST = _json(400, {"detail": "Bad request."})
+
+
+def _document(snapshot: Snapshot) -> Answer:
+    headers = {"Content-Type": "application/json", "ETag": f'"{snapshot.number}"'}
+    return Answer(200, snapshot.body, headers)
+
+
+async def poll(method: str, authorization: str, query: Mapping[str, str]) -> Answer:
+    """`GET gateway-config/`: `query` maps each parameter to its (last) value."""
+    if method != "GET":
+        return _not_allowed("GET")
+    covered = await wakeup.announcements_arrive()
+    ticket = wakeup.watch.ticket()
+    key = token_key(authorization)
+    if key is None:
+        return _refused(call_batch.UNAUTHENTICATED)
+    answer = await call_batch.submit(Poll(key))
+    if isinstance(answer, Refusal):
+        return _refused(answer)
+    snapshot = answer
+    try:
+        known, wait = _poll_parameters(query)
+    except _BadParameter as exc:
+        return _json(400, {exc.field: [exc.message]})
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while snapshot.number == known:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return Answer(304, headers={"ETag": f'"{snapshot.number}"'})
+        timeout = remaining if covered else min(remaining, RECHECK_SECONDS)
+        news = await wakeup.watch.wait(ticket, timeout)
+        if news is None:
+            if not covered:
+                snapshot = await _current()
+            continue
+        ticket, announced = news
+        if announced is None:  # made by another process: read it from the database
+            snapshot = await _current()
+        elif announced.number > snapshot.number:
+            snapshot = announced
+    return _document(snapshot)
+
+
+_current = database_sync_to_async(generation.current, thread_sensitive=False)
+
+
+class _BadParameter(Exception):
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def _poll_parameters(query) -> tuple[int, float]:
+    """`known` (default -1: answer at once) and `wait` in seconds (default 0)."""
+    known = -1
+    if "known" in query:
+        raw = query["known"].strip()
+        # isascii: str.isdigit() also holds for digits int() refuses, such as "²".
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > MAX_GENERATION_DIGITS:
+            raise _BadParameter("known", "A generation number (a non-negative integer).")
+        known = int(raw)
+    wait = 0.0
+    if "wait" in query:
+        try:
+            wait = float(query["wait"])
+        except ValueError:
+            wait = math.nan
+        if not 0 <= wait <= MAX_WAIT:
+            raise _BadParameter("wait", f"Seconds to wait, from 0 to {MAX_WAIT:g}.")
+    return known, wait
+
+
+async def ack(method: str, authorization: str, name: str, body: bytes) -> Answer:
+    """`POST gateways/{name}/ack/`."""
+    if method != "POST":
+        return _not_allowed("POST")
+    key = token_key(authorization)
+    if key is None:
+        return _refused(call_batch.UNAUTHENTICATED)
+    try:
+        number = json.loads(body)["generation"]
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: deep nesting
+        number = None
+    if not isinstance(number, int) or isinstance(number, bool) or number < 0:
+        number = None  # refused once the caller is known: 401/403 come before 400
+    answer = await call_batch.submit(Ack(key, name, number))
+    if isinstance(answer, Refusal):
+        return _refused(answer)
+    return _json(
+        200,
+        {"name": answer.name, "acked_generation": answer.acked_generation, "status": answer.status},
+    )

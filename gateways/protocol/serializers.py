@@ -1,0 +1,50 @@
+"""The shapes of the gateway endpoints, for their OpenAPI description (drf-spectacular reads
+them from protocol/views.py). The endpoints themselves parse their few inputs by hand, in
+protocol/endpoints.py, to stay lean; these name the same limits."""
+
+from rest_framework import serializers
+
+from gateways.models import Gateway
+from gateways.protocol.endpoints import MAX_WAIT
+
+
+class PollQuerySerializer(serializers.Serializer):
+    known = serializers.IntegerField(
+        min_value=0, required=False, help_text="The generation the gateway runs."
+    )
+    wait = serializers.FloatField(
+        min_value=0,
+        max_value=MAX_WAIT,
+        required=False,
+        help_text="Seconds to wait for a newer generation (default 0).",
+    )
+
+
+class GatewayDocumentSerializer(serializers.Serializer):
+    """The gateway document: what gateways route by (docs/gateway-protocol.md)."""
+
+    generation = serializers.IntegerField(min_value=1)
+    revision = serializers.IntegerField(min_value=1)
+    checksum = serializers.CharField(help_text="sha256 of gray, versions and services.")
+    gray = serializers.DictField(help_text="The policy's rules.")
+    versions = serializers.DictField(help_text="Default prod and gray versions.")
+    services = serializers.DictField(
+        child=serializers.DictField(),
+        help_text="Per service: prod and gray versions, routable instances.",
+    )
+
+
+class AckSerializer(serializers.Serializer):
+    generation = serializers.IntegerField(min_value=0)
+
+
+class AckRecordedSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    acked_generation = serializers.IntegerField()
+    status = serializers.ChoiceField(
+        choices=[Gateway.IN_SYNC, Gateway.PENDING, Gateway.FAILING, Gateway.STALE]
+    )
+
+
+class DetailSerializer(serializers.Serializer):
+    detail = serializers.CharField()

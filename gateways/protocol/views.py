@@ -1,0 +1,94 @@
+"""The gateway endpoints in Django's URL conf: the same answers as the ASGI path (both call
+protocol/endpoints.py), for whatever reaches Django (the test client, a WSGI server), and
+the source of their OpenAPI description."""
+
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.views import APIView
+
+from gateways.protocol import endpoints
+from gateways.protocol.serializers import (
+    AckRecordedSerializer,
+    AckSerializer,
+    DetailSerializer,
+    GatewayDocumentSerializer,
+    PollQuerySerializer,
+)
+
+REFUSALS = {
+    401: OpenApiResponse(DetailSerializer, description="No token, or not a valid one."),
+    403: OpenApiResponse(
+        DetailSerializer, description="A user's token, or (ack) another gateway's name."
+    ),
+}
+# Gateways send `Authorization: Token <key>`; the endpoints check it themselves.
+# (drf-spectacular takes security requirement objects here, whatever its hint says.)
+GATEWAY_TOKEN: Any = [{"tokenAuth": []}]
+
+
+def _response(answer: endpoints.Answer) -> HttpResponse:
+    response = HttpResponse(answer.body, status=answer.status)
+    if "Content-Type" not in answer.headers:
+        del response["Content-Type"]
+    for name, value in answer.headers.items():
+        if name != "Connection":  # hop-by-hop: the server's business under WSGI
+            response[name] = value
+    return response
+
+
+class GatewayEndpoint(APIView):
+    # The endpoints authenticate the gateway themselves (no session, so no CSRF either).
+    authentication_classes: list = []
+    permission_classes: list = []
+
+    def dispatch(self, request, *args, **kwargs):
+        # As on the ASGI path: a body over GATEWAY_MAX_BODY_BYTES is refused before it is
+        # read or the caller authenticated. (Django reads no more than Content-Length.)
+        refusal = endpoints.content_length_refusal(
+            request.META.get("CONTENT_LENGTH") or None, settings.GATEWAY_MAX_BODY_BYTES
+        )
+        if refusal is not None:
+            return _response(refusal)
+        return super().dispatch(request, *args, **kwargs)
+
+
+class GatewayConfigView(GatewayEndpoint):
+    @extend_schema(
+        operation_id="v1_gateway_config_retrieve",
+        description=(
+            "The gateway document, for a gateway's own token. A long poll: with `known`, "
+            "answered as soon as a newer generation exists, or 304 after `wait` seconds."
+        ),
+        parameters=[PollQuerySerializer],
+        auth=GATEWAY_TOKEN,
+        responses={
+            200: GatewayDocumentSerializer,
+            304: OpenApiResponse(description="No newer generation within `wait` seconds."),
+            400: OpenApiResponse(description="A bad `known` or `wait`."),
+            **REFUSALS,
+        },
+    )
+    def get(self, request):
+        authorization = request.headers.get("Authorization", "")
+        return _response(async_to_sync(endpoints.poll)("GET", authorization, request.GET))
+
+
+class GatewayAckView(GatewayEndpoint):
+    @extend_schema(
+        operation_id="v1_gateways_ack_create",
+        description="The gateway runs this generation (acks never go backwards).",
+        request=AckSerializer,
+        auth=GATEWAY_TOKEN,
+        responses={
+            200: AckRecordedSerializer,
+            400: OpenApiResponse(description="Not a generation, or one that does not exist yet."),
+            **REFUSALS,
+        },
+    )
+    def post(self, request, name: str):
+        authorization = request.headers.get("Authorization", "")
+        return _response(async_to_sync(endpoints.ack)("POST", authorization, name, request.body))

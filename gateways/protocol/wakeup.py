@@ -1,0 +1,157 @@
+"""Waking long polls when a new generation exists.
+
+A bump in this process wakes this process's pollers directly and hands them the new
+document, so they answer without touching the database. With REDIS_URL set it is also
+published on Redis: a bump in a Celery worker (instances changed) must wake the pollers
+held by the web servers, which relay such announcements to their own `watch` and then read
+the newest generation from the database.
+"""
+
+import asyncio
+import contextlib
+import logging
+import threading
+import weakref
+
+import redis
+import redis.asyncio as aioredis
+from django.conf import settings
+
+from gateways.snapshot import Snapshot
+
+log = logging.getLogger(__name__)
+
+
+class GenerationWatch:
+    """Announcements of new generations, for coroutines on any event loop, made from any
+    thread. A poller takes a ticket, checks the database, then waits for an announcement
+    made after its ticket: one made between the check and the wait is not lost."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._serial = 0
+        self._last: Snapshot | None = None
+        self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = set()
+
+    def ticket(self) -> int:
+        return self._serial
+
+    def announce(self, snapshot: Snapshot | None) -> None:
+        """`snapshot`: the new generation when it is known here, None when only its
+        existence is (announced by another process)."""
+        with self._lock:
+            self._serial += 1
+            self._last = snapshot
+            news = (self._serial, snapshot)
+            waiters, self._waiters = self._waiters, set()
+        for loop, future in waiters:
+            # A closed loop's poller is gone: nothing to wake.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_resolve, future, news)
+
+    async def wait(self, ticket: int, timeout: float) -> tuple[int, Snapshot | None] | None:
+        """Wait up to `timeout` s for an announcement made after `ticket`. Returns None on
+        timeout, else (a ticket for the next wait, the announced snapshot or None)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        with self._lock:
+            if self._serial != ticket:
+                return self._serial, self._last
+            self._waiters.add((loop, future))
+        # A timer rather than asyncio.wait_for (a task and callbacks per wait): every poller
+        # waits again after each generation.
+        timer = loop.call_later(timeout, _resolve, future, None)
+        try:
+            return await future
+        finally:
+            timer.cancel()
+            with self._lock:
+                self._waiters.discard((loop, future))
+
+
+def _resolve(future: asyncio.Future, news: tuple[int, Snapshot | None] | None) -> None:
+    if not future.done():
+        future.set_result(news)
+
+
+watch = GenerationWatch()
+
+
+def on_generation_made(sender, snapshot: Snapshot, **kwargs) -> None:
+    """After a bump committed, in the process that made it."""
+    watch.announce(snapshot)
+    if settings.REDIS_URL:
+        try:
+            _redis().publish(settings.GATEWAY_WAKEUP_CHANNEL, str(snapshot.number))
+        except Exception:
+            # Web servers whose relay missed this re-check on reconnecting (RedisRelay).
+            log.exception("Could not announce generation %s on Redis.", snapshot.number)
+
+
+_redis_client = None
+
+
+def _redis():
+    global _redis_client
+    if _redis_client is None:
+        _redis_client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+    return _redis_client
+
+
+class RedisRelay:
+    """One per event loop: relays announcements published on Redis to `watch`."""
+
+    RECONNECT_MAX = 10.0
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.subscribed = asyncio.Event()
+        self.task = loop.create_task(self._run())
+
+    async def _run(self) -> None:
+        delay = 0.5
+        while True:
+            client = aioredis.Redis.from_url(settings.REDIS_URL)
+            try:
+                async with client.pubsub() as pubsub:
+                    await pubsub.subscribe(settings.GATEWAY_WAKEUP_CHANNEL)
+                    async for message in pubsub.listen():
+                        if message["type"] == "subscribe":
+                            self.subscribed.set()
+                            delay = 0.5
+                        elif message["type"] == "message":
+                            watch.announce(None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("Gateway wake-up relay lost Redis (%s); reconnecting.", exc)
+            finally:
+                self.subscribed.clear()
+                await client.aclose()
+            # An announcement may have been missed while disconnected: have pollers re-check.
+            watch.announce(None)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.RECONNECT_MAX)
+
+
+_relays: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RedisRelay]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def announcements_arrive(timeout: float = 1.0) -> bool:
+    """True when every new generation will be announced to this event loop: always without
+    Redis (one process does everything), and with Redis once this loop's relay listens
+    (started here, waited for briefly). False while Redis is unreachable: pollers then
+    re-check the database now and then."""
+    if not settings.REDIS_URL:
+        return True
+    loop = asyncio.get_running_loop()
+    relay = _relays.get(loop)
+    if relay is None:
+        relay = _relays[loop] = RedisRelay(loop)
+    if not relay.subscribed.is_set():
+        try:
+            await asyncio.wait_for(relay.subscribed.wait(), timeout)
+        except TimeoutError:
+            return False
+    return True

@@ -1,0 +1,32 @@
+"""What registry_sync tells the rest after instances changed (always after commit): the
+gateways, through `routable_instances_changed`, when the routable list of some services
+changed; the live pages, through `events`, with each instance's API fields."""
+
+from collections.abc import Iterable
+
+import events
+from registry_sync.models import Instance
+from registry_sync.serializers import InstanceSerializer
+from registry_sync.signals import routable_instances_changed
+
+# Beyond this many changed instances at once, pages get one "reload" event instead of one
+# event per instance.
+MAX_INSTANCE_EVENTS = 100
+
+
+def instances_changed(rows: list[Instance], *, registry: str = "") -> None:
+    if len(rows) > MAX_INSTANCE_EVENTS:
+        events.publish(events.RegistryChanged({"registry": registry, "changed": len(rows)}))
+        return
+    events.publish(
+        *(
+            events.InstanceChanged({"service": row.service.name, **InstanceSerializer(row).data})
+            for row in rows
+        )
+    )
+
+
+def routable_changed(services: Iterable[str]) -> None:
+    names = sorted(set(services))
+    if names:
+        routable_instances_changed.send(sender=Instance, services=names)

@@ -1,0 +1,153 @@
+"""Taking an instance out of traffic and back, as graceful shutdown does it (lossless
+deployment, docs/gray-release-design.md):
+record the operator's intent, tell the registry, drain, then offline. Gateways hear of it
+at once (not at the next sync).
+
+Also creating, changing and deleting registries (audited, never with the password)."""
+
+from datetime import timedelta
+from urllib.parse import urlsplit, urlunsplit
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from audit import log as audit_log
+from registry_sync import announcements
+from registry_sync.adapters import RegistryError
+from registry_sync.models import Instance, Registry
+from registry_sync.registries import adapter_for
+from registry_sync.states import as_registry_instance
+from registry_sync.tasks import finish_drain
+
+
+def _snapshot(row: Instance) -> dict:
+    return {"state": row.state, "offline_intent": row.offline_intent, "enabled": row.enabled}
+
+
+def _announce(row: Instance) -> None:
+    announcements.routable_changed([row.service.name])
+    announcements.instances_changed([row])
+
+
+def _tell_registry(row: Instance, enabled: bool) -> str:
+    """Returns a note for the operator; a failing registry is retried by the sync, which
+    re-applies the recorded intent."""
+    registry = row.service.registry
+    if registry is None:
+        return ""
+    adapter = adapter_for(registry)
+    try:
+        adapter.set_enabled(as_registry_instance(row), enabled)
+    except RegistryError as exc:
+        return f"Registry not updated yet ({exc}); the sync keeps retrying."[:255]
+    finally:
+        adapter.close()
+    return ""
+
+
+def take_offline(instance_pk: int, *, actor: str, source: str) -> Instance:
+    return _set_intent(instance_pk, offline=True, actor=actor, source=source)
+
+
+def bring_online(instance_pk: int, *, actor: str, source: str) -> Instance:
+    return _set_intent(instance_pk, offline=False, actor=actor, source=source)
+
+
+def _set_intent(instance_pk: int, *, offline: bool, actor: str, source: str) -> Instance:
+    drain = settings.DRAIN_SECONDS if offline else 0
+    with transaction.atomic():
+        row = (
+            # of=self: PostgreSQL cannot lock the nullable side of the registry join.
+            Instance.objects.select_for_update(of=("self",))
+            .select_related("service__registry")
+            .get(pk=instance_pk)
+        )
+        before = _snapshot(row)
+        row.offline_intent = offline
+        row.enabled = not offline
+        row.note = ""
+        if offline:
+            row.state = Instance.DRAINING if drain > 0 else Instance.OFFLINE
+            row.drain_until = timezone.now() + timedelta(seconds=drain)
+        else:
+            row.drain_until = None
+            if row.state in (Instance.DRAINING, Instance.OFFLINE):
+                row.state = Instance.UP if row.healthy else Instance.UNHEALTHY
+        row.save()
+        audit_log.record(
+            actor=actor,
+            source=source,
+            action="instance.offline" if offline else "instance.online",
+            object_label=f"instance {row.service.name} {row.host}:{row.port}",
+            before=before,
+            after=_snapshot(row),
+        )
+        transaction.on_commit(lambda: _announce(row))
+        if drain > 0:
+            transaction.on_commit(lambda: finish_drain.apply_async((row.pk,), countdown=drain))
+    note = _tell_registry(row, enabled=not offline)
+    if note:
+        Instance.objects.filter(pk=row.pk).update(note=note)
+        row.note = note
+    return row
+
+
+REGISTRY_AUDITED_FIELDS = [
+    "kind", "base_url", "namespace", "group", "api_version", "username", "sync_interval",
+    "enabled",
+]  # fmt: skip
+
+
+def _without_credentials(url: str) -> str:
+    """Registries saved before URLs with credentials were refused may still hold one."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+def _registry_view(registry: Registry) -> dict:
+    view = {"name": registry.name}
+    view.update({field: getattr(registry, field) for field in REGISTRY_AUDITED_FIELDS})
+    view["base_url"] = _without_credentials(registry.base_url)
+    view["has_password"] = bool(registry.password)
+    return view
+
+
+def _audit_registry(actor: str, action: str, registry: Registry, before, after) -> None:
+    audit_log.record(
+        actor=actor,
+        source="api",
+        action=action,
+        object_label=f"registry {registry.name}",
+        before=before,
+        after=after,
+    )
+
+
+def create_registry(fields: dict, *, actor: str) -> Registry:
+    with transaction.atomic():
+        registry = Registry.objects.create(**fields)
+        _audit_registry(actor, "registry.create", registry, None, _registry_view(registry))
+    return registry
+
+
+def update_registry(registry: Registry, fields: dict, *, actor: str) -> Registry:
+    with transaction.atomic():
+        before = _registry_view(registry)
+        password_changed = "password" in fields and fields["password"] != registry.password
+        for field, value in fields.items():
+            setattr(registry, field, value)
+        registry.save()
+        after = _registry_view(registry)
+        if password_changed:
+            after["password_changed"] = True
+        _audit_registry(actor, "registry.update", registry, before, after)
+    return registry
+
+
+def delete_registry(registry: Registry, *, actor: str) -> None:
+    with transaction.atomic():
+        _audit_registry(actor, "registry.delete", registry, _registry_view(registry), None)
+        registry.delete()

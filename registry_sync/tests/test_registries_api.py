@@ -1,0 +1,94 @@
+"""Registry records: no credentials inside `base_url` (API, admin form, model validation),
+and every change through the API audited without the password."""
+
+import json
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from audit.models import AuditEntry
+from registry_sync.models import Registry
+
+pytestmark = pytest.mark.django_db
+
+NACOS = {"name": "prod-nacos", "kind": "nacos", "base_url": "http://127.0.0.1:8848/nacos",
+         "username": "nacos", "password": "s3cret-pw"}  # fmt: skip
+URLS_WITH_CREDENTIALS = [
+    "http://nacos:s3cret-pw@127.0.0.1:8848/nacos",
+    "http://nacos@127.0.0.1:8848/nacos",
+    "https://nacos:@nacos.internal/",
+]
+
+
+@pytest.mark.parametrize("url", URLS_WITH_CREDENTIALS)
+def test_the_api_refuses_credentials_in_the_url(api, url):
+    admin = api("admin")
+    response = admin.post("/api/v1/registries/", {**NACOS, "base_url": url}, format="json")
+    assert response.status_code == 400
+    assert list(response.json()) == ["base_url"]
+    assert "username/password" in response.json()["base_url"][0]
+    assert "s3cret-pw" not in response.content.decode()
+    assert not Registry.objects.filter(name="prod-nacos").exists()
+
+    registry = admin.post("/api/v1/registries/", NACOS, format="json").json()
+    patched = admin.patch(f"/api/v1/registries/{registry['id']}/", {"base_url": url}, format="json")
+    assert patched.status_code == 400 and list(patched.json()) == ["base_url"]
+    assert Registry.objects.get(name="prod-nacos").base_url == NACOS["base_url"]
+
+
+def test_the_model_and_the_admin_form_refuse_credentials_in_the_url(client, make_user):
+    registry = Registry(name="r", kind="nacos", base_url=URLS_WITH_CREDENTIALS[0])
+    with pytest.raises(ValidationError) as refused:
+        registry.full_clean()
+    assert list(refused.value.message_dict) == ["base_url"]
+
+    user = make_user("root")
+    user.is_staff = user.is_superuser = True
+    user.save()
+    client.force_login(user)
+    form = {"name": "secured", "kind": "nacos", "base_url": URLS_WITH_CREDENTIALS[0],
+            "namespace": "public", "group": "DEFAULT_GROUP", "api_version": "auto",
+            "username": "", "password": "", "sync_interval": "5.0", "enabled": "on"}  # fmt: skip
+    response = client.post("/admin/registry_sync/registry/add/", form)
+    assert response.status_code == 200  # the form again, with the error
+    assert response.context["adminform"].form.errors["base_url"] == [
+        "No credentials in the URL: put them in username/password."
+    ]
+    assert not Registry.objects.filter(name="secured").exists()
+
+
+def test_registry_changes_through_the_api_are_audited_without_the_password(api):
+    admin = api("admin", username="ada")
+    created = admin.post("/api/v1/registries/", NACOS, format="json").json()
+    url = f"/api/v1/registries/{created['id']}/"
+    assert (
+        admin.patch(url, {"sync_interval": 2, "password": "n3w-pw"}, format="json").status_code
+        == 200
+    )
+    assert admin.delete(url).status_code == 204
+
+    entries = list(AuditEntry.objects.order_by("id"))
+    assert [(e.actor, e.source, e.action, e.object) for e in entries] == [
+        ("ada", "api", "registry.create", "registry prod-nacos"),
+        ("ada", "api", "registry.update", "registry prod-nacos"),
+        ("ada", "api", "registry.delete", "registry prod-nacos"),
+    ]
+    create, update, delete = entries
+    assert create.before is None and create.after["base_url"] == NACOS["base_url"]
+    assert create.after["has_password"] is True and create.after["username"] == "nacos"
+    assert (update.before["sync_interval"], update.after["sync_interval"]) == (5.0, 2.0)
+    assert update.after["password_changed"] is True
+    assert delete.after is None and delete.before["name"] == "prod-nacos"
+    stored = json.dumps([[e.before, e.after] for e in entries])
+    assert "s3cret-pw" not in stored and "n3w-pw" not in stored
+
+
+def test_an_older_registry_with_credentials_in_its_url_is_audited_without_them(api):
+    registry = Registry.objects.create(name="old", kind="nacos", base_url=URLS_WITH_CREDENTIALS[0])
+    response = api("admin").patch(
+        f"/api/v1/registries/{registry.pk}/", {"base_url": NACOS["base_url"]}, format="json"
+    )
+    assert response.status_code == 200
+    entry = AuditEntry.objects.get()
+    assert entry.before["base_url"] == "http://127.0.0.1:8848/nacos"
+    assert "s3cret-pw" not in json.dumps([entry.before, entry.after])

@@ -1,0 +1,119 @@
+"""Use cases on the live document, shared by the API and the dashboard. Each publishes
+through releases.publishing (one locked write path, a revision and an audit entry)."""
+
+import json
+from collections import Counter
+
+from django.db.models import Count
+
+from registry_sync.models import Instance, Service
+from releases.documents import (
+    check_overrides_still_valid,
+    document_from_policy,
+    effective_versions,
+    normalize_override,
+    policy_of,
+    with_override,
+)
+from releases.models import Revision
+from releases.publishing import PublishResult, publish
+from routing_engine import merge_patch, normalize_policy
+
+
+def update_policy(
+    data: dict,
+    *,
+    partial: bool,
+    actor: str,
+    source: str,
+    expected_revision: int | None,
+    comment: str = "",
+) -> PublishResult:
+    """Replace (or, `partial`, merge-patch) the gray policy. Raises PolicyError with field
+    messages, or StaleRevision when `expected_revision` is not the live one."""
+
+    def change(document):
+        current = policy_of(document)
+        policy = normalize_policy(merge_patch(current, data) if partial else data)
+        check_overrides_still_valid(policy, document["services"])
+        return document_from_policy(policy, document["services"])
+
+    return publish(
+        change,
+        actor=actor,
+        source=source,
+        action="policy.update",
+        object_label="gray policy",
+        audit_view=policy_of,
+        expected_revision=expected_revision,
+        comment=comment,
+    )
+
+
+def set_service_versions(
+    service: str,
+    changes: dict,
+    *,
+    actor: str,
+    source: str,
+    expected_revision: int | None = None,
+) -> PublishResult:
+    """Apply `{"prod_version", "gray_version"}` (null inherits the default) to one service's
+    override. Raises PolicyError or StaleRevision like update_policy."""
+
+    def change(document):
+        return with_override(document, service, normalize_override(document, service, changes))
+
+    return publish(
+        change,
+        actor=actor,
+        source=source,
+        action="service.versions",
+        object_label=f"service {service}",
+        audit_view=lambda doc: {"override": doc["services"].get(service, {})},
+        expected_revision=expected_revision,
+    )
+
+
+def rollback_to(
+    target: Revision, *, actor: str, expected_revision: int | None = None, comment: str = ""
+) -> PublishResult:
+    """Publish revision `target`'s content as a new revision."""
+    document = json.loads(target.content)
+    return publish(
+        lambda _current: document,
+        actor=actor,
+        source="rollback",
+        action="revision.rollback",
+        object_label=f"revision {target.number}",
+        audit_view=lambda doc: doc,
+        expected_revision=expected_revision,
+        comment=comment or f"Rollback to revision {target.number}.",
+        rolled_back_from=target.number,
+    )
+
+
+def service_rows(services: list[Service], document: dict) -> list[dict]:
+    """Services as the API and the pages show them: effective versions, the override, and
+    instance counts by state."""
+    counts: dict[int, Counter] = {}
+    for row in (
+        Instance.objects.filter(service__in=services)
+        .values("service_id", "state")
+        .annotate(n=Count("id"))
+    ):
+        counts.setdefault(row["service_id"], Counter())[row["state"]] = row["n"]
+    rows = []
+    for service in services:
+        prod, gray = effective_versions(document, service.name)
+        rows.append(
+            {
+                "name": service.name,
+                "registry": service.registry.name if service.registry_id else None,
+                "prod_version": prod,
+                "gray_version": gray,
+                "override": document["services"].get(service.name, {}),
+                "instances": dict(sorted(counts.get(service.pk, Counter()).items())),
+            }
+        )
+    return rows

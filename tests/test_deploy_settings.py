@@ -1,0 +1,94 @@
+"""Production settings from the environment (README: Configuration): with them, Django's
+`check --deploy` is clean (`make lint` runs the same), and the settings refuse what would
+be unsafe."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.processes import BASE_DIR, django_env
+
+PRODUCTION = {
+    "DEBUG": "false",
+    "SECRET_KEY": "a-production-like-key-0123456789-abcdefghijklmnopqrstuvwxyz",
+    "ALLOWED_HOSTS": "graylane.example.org",
+    "SECURE_PROXY_SSL_HEADER": "HTTP_X_FORWARDED_PROTO",
+    "SECURE_SSL_REDIRECT": "true",
+    "SECURE_HSTS_SECONDS": "31536000",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
+    "SECURE_HSTS_PRELOAD": "true",
+}
+
+
+CHECK_DEPLOY = ["manage.py", "check", "--deploy", "--fail-level", "WARNING"]
+
+
+def run(tmp_path, args: list[str], **env: str) -> subprocess.CompletedProcess:
+    environment = django_env(f"sqlite:///{tmp_path / 'db.sqlite3'}", **env)
+    environment["GRAYLANE_VAR_DIR"] = str(tmp_path)
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=BASE_DIR,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_check_deploy_is_clean_with_production_settings(tmp_path):
+    done = run(tmp_path, CHECK_DEPLOY, **PRODUCTION)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no issues" in done.stdout
+
+
+def test_check_deploy_fails_without_them(tmp_path):
+    # The same check on the defaults (plain http, for `make run` and the tests) does fail:
+    # the test above is not passing for want of checks.
+    defaults = {"DEBUG": "false", "SECRET_KEY": PRODUCTION["SECRET_KEY"]}
+    done = run(tmp_path, CHECK_DEPLOY, **defaults)
+    assert done.returncode != 0
+    for warning in ("security.W004", "security.W008", "security.W012", "security.W016"):
+        assert warning in done.stderr, warning
+
+
+def settings_of(tmp_path, names: str, **env: str) -> list[str]:
+    code = f"import django; django.setup(); from django.conf import settings as s; print({names})"
+    done = run(tmp_path, ["-c", code], DJANGO_SETTINGS_MODULE="graylane.settings", **env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "", "short-key",
+        "x" * 60,  # long, but a repetition of one character
+        "django-insecure-" + "0123456789abcdefghij" * 3,  # Django's generated dev key
+    ],
+)  # fmt: skip
+def test_a_weak_secret_key_is_refused_when_debug_is_off(tmp_path, key):
+    done = run(tmp_path, ["manage.py", "check"], DEBUG="false", SECRET_KEY=key)
+    assert done.returncode != 0
+    assert "ImproperlyConfigured: SECRET_KEY must be set when DEBUG is off, at least 50" in (
+        done.stderr
+    )
+
+
+def test_debug_needs_no_secret_key(tmp_path):
+    # `make run`.
+    done = run(tmp_path, ["manage.py", "check"], DEBUG="true", SECRET_KEY="")
+    assert done.returncode == 0, done.stderr
+
+
+def test_cookies_are_secure_once_https_is_declared(tmp_path):
+    names = "s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_PROXY_SSL_HEADER"
+    assert settings_of(tmp_path, names) == ["False", "False", "None"]  # plain http
+    proxied = settings_of(tmp_path, names, SECURE_PROXY_SSL_HEADER="HTTP_X_FORWARDED_PROTO")
+    assert proxied == ["True", "True", "('HTTP_X_FORWARDED_PROTO',", "'https')"]
+    assert settings_of(tmp_path, names, SECURE_SSL_REDIRECT="true")[:2] == ["True", "True"]
+    explicit = settings_of(
+        tmp_path, names, SECURE_SSL_REDIRECT="true", SESSION_COOKIE_SECURE="false"
+    )
+    assert explicit[:2] == ["False", "True"]
