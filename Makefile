@@ -26,14 +26,15 @@ run: install
 	DEBUG=$${DEBUG:-true} $(PY) -m uvicorn --host $(HOST) --port $(PORT) --lifespan off \
 		--timeout-graceful-shutdown 5 graylane.asgi:application
 
+# The Django checks need no database (CI's DATABASE_URL names one the test run creates).
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/mypy
-	DEBUG=true $(PY) manage.py check
-	DEBUG=true $(PY) manage.py makemigrations --check --dry-run
-	$(DEPLOY_ENV) $(PY) manage.py check --deploy --fail-level WARNING
+	DATABASE_URL= DEBUG=true $(PY) manage.py check
+	DATABASE_URL= DEBUG=true $(PY) manage.py makemigrations --check --dry-run
+	DATABASE_URL= $(DEPLOY_ENV) $(PY) manage.py check --deploy --fail-level WARNING
 
 test: lint
 	$(VENV)/bin/pytest
