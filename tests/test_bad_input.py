@@ -11,6 +11,7 @@ import pytest
 
 from gateways import generation
 from gateways.models import Gateway
+from gateways.tests.conftest import asgi_scope
 from graylane.asgi import application
 from registry_sync.models import Service
 
@@ -240,15 +241,7 @@ def test_a_deeply_nested_ack_is_400_on_the_asgi_path():
 
 def asgi_call(method: str, path: str, token: str, query: bytes = b"", body: bytes = b""):
     sent = []
-    scope = {
-        "type": "http",
-        "method": method,
-        "path": path,
-        "query_string": query,
-        "headers": [(b"host", b"127.0.0.1"), (b"authorization", f"Token {token}".encode())],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-    }
+    scope = asgi_scope(path, token, query, method=method)
     messages = [{"type": "http.request", "body": body, "more_body": False}]
 
     async def receive():

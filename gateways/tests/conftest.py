@@ -56,3 +56,16 @@ def server(django_db_setup, django_db_blocker):
     """uvicorn serving graylane.asgi on the test database, for a whole test module."""
     with AsgiServer(django_env(database_url(connection.settings_dict))) as server:
         yield server
+
+
+def asgi_scope(path: str, token: str, query: bytes = b"", method: str = "GET") -> dict:
+    """An HTTP scope as uvicorn builds it, for a gateway calling with `token`."""
+    return {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "query_string": query,
+        "headers": [(b"host", b"127.0.0.1"), (b"authorization", f"Token {token}".encode())],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }

@@ -8,6 +8,7 @@ import pytest
 from gateways import generation
 from gateways.protocol.asgi import _gateway_call
 from gateways.protocol.endpoints import ack, poll
+from gateways.tests.conftest import asgi_scope
 from graylane.asgi import application
 
 
@@ -25,18 +26,6 @@ from graylane.asgi import application
 def test_only_the_gateway_endpoints_take_the_short_path(path, expected):
     # Anything else must reach Django (middleware, sessions, DRF) untouched.
     assert _gateway_call(path) == expected
-
-
-def scope(path: str, token: str, query: bytes = b"", method: str = "GET") -> dict:
-    return {
-        "type": "http",
-        "method": method,
-        "path": path,
-        "query_string": query,
-        "headers": [(b"host", b"127.0.0.1"), (b"authorization", f"Token {token}".encode())],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-    }
 
 
 @pytest.mark.django_db(transaction=True)
@@ -60,7 +49,7 @@ def test_a_long_poll_whose_gateway_went_away_is_dropped_at_once(make_gateway):
 
         query = f"known={known}&wait=30".encode()
         call = asyncio.create_task(
-            application(scope("/api/v1/gateway-config/", token, query), receive, send)
+            application(asgi_scope("/api/v1/gateway-config/", token, query), receive, send)
         )
         await asyncio.sleep(0.5)
         assert not call.done(), "nothing changed: the poll waits"
@@ -88,7 +77,9 @@ def test_an_ack_through_asgi_has_the_api_answer(make_gateway):
         async def send(message):
             sent.append(message)
 
-        await application(scope("/api/v1/gateways/edge/ack/", token, method="POST"), receive, send)
+        await application(
+            asgi_scope("/api/v1/gateways/edge/ack/", token, method="POST"), receive, send
+        )
 
     asyncio.run(run())
     start, body = sent

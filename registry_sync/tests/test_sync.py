@@ -10,23 +10,8 @@ from registry_sync.signals import routable_instances_changed
 from registry_sync.sync import SyncFailed, sync_registry
 from registry_sync.tasks import sync_one
 from tests.fakes.eureka_fake import FakeEureka
-from tests.fakes.nacos_fake import FakeNacos
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(params=["1.x", "2.x", "3.x"])
-def nacos(request):
-    with FakeNacos(version=request.param) as fake:
-        fake.add_instance("user-app", "10.0.0.1", 7201, metadata={"version": "V1"})
-        fake.add_instance("user-app", "10.0.0.2", 7201, metadata={"version": "V2"})
-        fake.add_instance("order-app", "10.0.1.1", 7301, metadata={"version": "V1"})
-        yield fake
-
-
-@pytest.fixture
-def nacos_registry(nacos):
-    return Registry.objects.create(name="nacos", kind="nacos", base_url=nacos.url)
 
 
 def states():

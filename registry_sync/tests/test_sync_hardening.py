@@ -39,20 +39,6 @@ def corrupt_nacos(fake: FakeNacos, service: str, ip: str, port: int, /, **raw) -
             setattr(record, name, value)
 
 
-@pytest.fixture(params=["1.x", "2.x", "3.x"])
-def nacos(request):
-    with FakeNacos(version=request.param) as fake:
-        fake.add_instance("user-app", "10.0.0.1", 7201, metadata={"version": "V1"})
-        fake.add_instance("user-app", "10.0.0.2", 7201, metadata={"version": "V2"})
-        fake.add_instance("order-app", "10.0.1.1", 7301, metadata={"version": "V1"})
-        yield fake
-
-
-@pytest.fixture
-def nacos_registry(nacos):
-    return Registry.objects.create(name="nacos", kind="nacos", base_url=nacos.url)
-
-
 def test_bad_nacos_entries_are_skipped_and_reported_and_the_good_ones_synced(nacos, nacos_registry):
     bad = {
         "10.0.0.11": {"port": "abc"},
