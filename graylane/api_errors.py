@@ -32,30 +32,21 @@ def error_response(request, status: int, content: dict) -> HttpResponse:
     return HttpResponse(text, status=status, content_type="text/plain; charset=utf-8")
 
 
-@requires_csrf_token
-def bad_request(request, exception):
-    if wants_json(request):
-        return JsonResponse({"detail": "Bad request."}, status=400)
-    return defaults.bad_request(request, exception)
+def _json_or_page(status: int, detail: str, page):
+    """Django's error handler `page`, answering `{"detail": detail}` under JSON_PREFIXES."""
+
+    @requires_csrf_token
+    def handler(request, exception=None):
+        if wants_json(request):
+            return JsonResponse({"detail": detail}, status=status)
+        return page(request) if status == 500 else page(request, exception)
+
+    return handler
 
 
-@requires_csrf_token
-def permission_denied(request, exception):
-    if wants_json(request):
-        detail = "You do not have permission to perform this action."
-        return JsonResponse({"detail": detail}, status=403)
-    return defaults.permission_denied(request, exception)
-
-
-@requires_csrf_token
-def page_not_found(request, exception):
-    if wants_json(request):
-        return JsonResponse({"detail": "Not found."}, status=404)
-    return defaults.page_not_found(request, exception)
-
-
-@requires_csrf_token
-def server_error(request):
-    if wants_json(request):
-        return JsonResponse({"detail": "Server error."}, status=500)
-    return defaults.server_error(request)
+bad_request = _json_or_page(400, "Bad request.", defaults.bad_request)
+permission_denied = _json_or_page(
+    403, "You do not have permission to perform this action.", defaults.permission_denied
+)
+page_not_found = _json_or_page(404, "Not found.", defaults.page_not_found)
+server_error = _json_or_page(500, "Server error.", defaults.server_error)
