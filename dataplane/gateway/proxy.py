@@ -100,6 +100,7 @@ class Exchange:
         "upstream",
         "head_waiter",
         "chunked_out",
+        "out",
         "answered",
         "started",
         "service",
@@ -132,6 +133,9 @@ class Exchange:
         self.upstream: UpstreamConnection | None = None
         self.head_waiter: asyncio.Future | None = None
         self.chunked_out = False
+        # Answer bytes for the client, written at once when the instance's data is parsed
+        # (the head and the first piece of the body in one send, not two).
+        self.out: list[bytes] = []
         self.answered = False  # an answer head went to the client
         self.started = client.loop.time()
         self.service = ""
@@ -209,12 +213,18 @@ class Exchange:
             lines.append(b"connection: keep-alive\r\n")
         lines.append(b"\r\n")
         self.answered = True
-        self.client.write(b"".join(lines))
+        self.out.append(b"".join(lines))
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
     def response_body(self, data: bytes) -> None:
-        self.client.write(_frame_chunk(data) if self.chunked_out else data)
+        self.out.append(_frame_chunk(data) if self.chunked_out else data)
+
+    def flush(self) -> None:
+        out = self.out
+        if out:
+            self.client.write(out[0] if len(out) == 1 else b"".join(out))
+            out.clear()
 
     def response_end(self, reusable: bool) -> None:
         upstream, self.upstream = self.upstream, None
@@ -224,7 +234,8 @@ class Exchange:
             else:
                 upstream.close()  # answered before the whole request went out
         if self.chunked_out:
-            self.client.write(b"0\r\n\r\n")
+            self.out.append(b"0\r\n\r\n")
+        self.flush()
         self.client.finished(self)
 
     def response_failed(self, error: UpstreamError) -> None:
@@ -235,6 +246,7 @@ class Exchange:
         elif self.answered:
             # Part of the answer went out already: only closing tells the client.
             log.warning("%s %s: %s", self.method.decode(), self.url.decode("latin-1"), error)
+            self.flush()
             self.failed = True
             self.keep_alive = False
             self.client.finished(self)

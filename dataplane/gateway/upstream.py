@@ -44,6 +44,7 @@ class Sink(Protocol):
         self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]], length: int | None
     ) -> None: ...
     def response_body(self, data: bytes) -> None: ...
+    def flush(self) -> None: ...
     def response_end(self, reusable: bool) -> None: ...
     def response_failed(self, error: UpstreamError) -> None: ...
     def upstream_writable(self, writable: bool) -> None: ...
@@ -99,7 +100,8 @@ class UpstreamConnection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        if self.sink is None:
+        sink = self.sink
+        if sink is None:
             self.close()  # an answer nobody asked for: this connection is out of step
             return
         self.received = True
@@ -107,6 +109,7 @@ class UpstreamConnection(asyncio.Protocol):
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(BrokeMidAnswer(f"unreadable answer: {exc}"))
+        sink.flush()  # what the sink made of this data goes out in one write
 
     def eof_received(self) -> bool:
         self._ended(None)
