@@ -158,13 +158,12 @@ class Fleet:
             lambda: all(_listening(instance.port) for instance in INSTANCES),
             FLEET_READY_TIMEOUT_S,
         )
+        # The token in the environment, not on the command line every local user can read.
         token = Path(self.args.gateway_token_file).read_text().strip()
         args = [sys.executable, "-m", "dataplane.gateway", "--dashboard", self.dashboard_url]
-        args += ["--token", token, "--name", self.args.gateway_name]
-        args += ["--listen", f"127.0.0.1:{self.gateway_port}"]
-        if self.args.gateway_cache_file:
-            args += ["--cache-file", self.args.gateway_cache_file]
-        self._start("gateway", args)
+        args += ["--name", self.args.gateway_name, "--listen", f"127.0.0.1:{self.gateway_port}"]
+        args += ["--cache-file", self.args.gateway_cache_file]
+        self._start("gateway", args, {**os.environ, "GATEWAY_TOKEN": token})
         routed = self._wait("gateway", self._routes_both_ways, FLEET_READY_TIMEOUT_S)
         self._start(
             "traffic",
