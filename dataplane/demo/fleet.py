@@ -86,6 +86,17 @@ def _answers(url: str, headers: dict[str, str] | None = None) -> httpx.Response 
         return None
 
 
+def _check_free(host: str, port: int, what: str) -> None:
+    """Fail fast, and say which setting to change, when something else holds a port: the
+    readiness probes would otherwise talk to that something."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise SystemExit(f"{what}: cannot listen on {host}:{port} ({exc.strerror})") from None
+
+
 def _listening(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
@@ -129,6 +140,13 @@ class Fleet:
                 return False
             time.sleep(0.1)
         return True
+
+    def check_ports(self) -> None:
+        _check_free(self.host, self.port, "the dashboard (PORT)")
+        if not self.args.no_demo:
+            _check_free("127.0.0.1", self.gateway_port, "the demo gateway (GATEWAY_PORT)")
+            for instance in INSTANCES:
+                _check_free("127.0.0.1", instance.port, f"{instance.name} ({instance.port_env})")
 
     def start_dashboard(self) -> None:
         args = [sys.executable, "-m", "uvicorn", "--host", self.host, "--port", str(self.port)]
@@ -207,7 +225,8 @@ class Fleet:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for child in reversed(self.children):
             child.stop(STOP_TIMEOUT_S)
-        log.info("stopped %d processes", len(self.children))
+        count = len(self.children)
+        log.info("stopped %d process%s", count, "" if count == 1 else "es")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -239,10 +258,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the readiness probes
     fleet = Fleet(parse_args(argv))
     signal.signal(signal.SIGINT, fleet.on_signal)
     signal.signal(signal.SIGTERM, fleet.on_signal)
     try:
+        fleet.check_ports()
         fleet.start_dashboard()
         if not fleet.args.no_demo:
             fleet.start_fleet()
