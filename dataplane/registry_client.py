@@ -101,6 +101,7 @@ class NamingClient:
         namespace: str = DEFAULT_NAMESPACE,
         group: str = DEFAULT_GROUP,
         timeout: float = 3.0,
+        login_timeout: float = 10.0,
     ):
         self.server = server.rstrip("/")
         self.namespace = namespace
@@ -109,6 +110,8 @@ class NamingClient:
         self._password = password
         self._token = access_token
         self._token_renew_at = float("inf") if access_token else 0.0
+        # A login checks a password hash, slow on purpose (and slower on a busy server).
+        self._login_timeout = login_timeout
         self._login_lock = asyncio.Lock()
         self._http = httpx.AsyncClient(timeout=timeout)
 
@@ -130,6 +133,7 @@ class NamingClient:
             "POST",
             "/v1/auth/login",
             data={"username": self._username or "", "password": self._password or ""},
+            timeout=self._login_timeout,
         )
         body = response.json()
         ttl = float(body.get("tokenTtl") or 18000)

@@ -160,12 +160,14 @@ class Fleet:
         )
 
     def start_fleet(self) -> None:
-        env = {**os.environ, "REGISTRY_PASSWORD": self.args.fleet_password}
+        # The fleet user's API token (demo_setup writes it): no password hash to check on
+        # every start, which a busy machine may take seconds for.
+        fleet_token = Path(self.args.fleet_token_file).read_text().strip()
+        env = {**os.environ, "REGISTRY_ACCESS_TOKEN": fleet_token}
         for instance in INSTANCES:
             args = [sys.executable, "-m", "dataplane.demo.service"]
             args += ["--service", instance.service, "--version", instance.version]
             args += ["--port", str(instance.port), "--registry", self.dashboard_url + "/nacos"]
-            args += ["--username", self.args.fleet_user]
             if instance.downstream:
                 args += ["--downstream", instance.downstream]
             if instance.version == "V2":
@@ -237,14 +239,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     var_dir = Path(os.environ.get("GRAYLANE_VAR_DIR") or "var")  # as graylane.settings
     parser.add_argument("--gateway-token-file", default=str(var_dir / "demo-gateway.token"))
     parser.add_argument("--gateway-cache-file", default=str(var_dir / "demo-gateway.cache.json"))
-    parser.add_argument("--fleet-user", default="demo-fleet")
-    parser.add_argument(
-        "--fleet-password", default=os.environ.get("DEMO_FLEET_PASSWORD") or "graylane-fleet"
-    )
+    parser.add_argument("--fleet-token-file", default=str(var_dir / "demo-fleet.token"))
     parser.add_argument(
         "--v2-error-rate",
         type=float,
-        default=float(os.environ.get("DEMO_V2_ERROR_RATE") or 0.02),
+        default=float(os.environ.get("DEMO_V2_ERROR_RATE") or 0.01),
         help="share of V2's answers that are an injected 500",
     )
     parser.add_argument(

@@ -4,8 +4,9 @@ served by uvicorn, registered in the registry with its `version` while it runs.
     python -m dataplane.demo.service --service user-app --version V2 --port 7202 \\
         --registry http://127.0.0.1:8000/nacos --username demo-fleet --downstream order-app
 
-(the registry password comes from the environment, `REGISTRY_PASSWORD`, not the command
-line, which every local user can read.)
+Credentials come from the environment, not the command line every local user can read:
+`REGISTRY_PASSWORD` (with `--username`), or `REGISTRY_ACCESS_TOKEN` (an accessToken, or
+the API token of a `service` user, as the fleet of `make run` uses).
 
 The gateway forwards the whole path, service prefix included, so an instance answers:
 
@@ -237,7 +238,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     registry = NamingClient(
-        args.registry, username=args.username, password=os.environ.get("REGISTRY_PASSWORD")
+        args.registry,
+        username=args.username,
+        password=os.environ.get("REGISTRY_PASSWORD"),
+        access_token=os.environ.get("REGISTRY_ACCESS_TOKEN") or None,
     )
     app = DemoService(
         service=args.service,
