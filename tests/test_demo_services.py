@@ -117,3 +117,21 @@ def test_an_instance_registers_with_its_version_and_deregisters_when_stopped(das
         wait_for(lambda: registered(dashboard, "stock-app") == [(instance.port, "V3")])
     # Gone at once (the beat timeout would take 15 s): it deregistered on SIGTERM.
     assert registered(dashboard, "stock-app") == []
+
+
+def test_user_app_keeps_calling_order_app_while_the_registry_is_down(tmp_path):
+    with fresh_dashboard(tmp_path) as own_dashboard:
+        order = DemoInstance(own_dashboard.url, "order-app", "V1").start()
+        user = DemoInstance(own_dashboard.url, "user-app", "V1", "--downstream", "order-app")
+        try:
+            user.start()
+            wait_for(lambda: registered(own_dashboard, "order-app") == [(order.port, "V1")])
+            assert hello(user).json()["downstream"]["instance"] == f"127.0.0.1:{order.port}"
+            own_dashboard.stop()
+            time.sleep(1.5)  # past the list's lifetime: the next request reads it again
+            answer = hello(user)
+            assert answer.status_code == 200
+            assert answer.json()["downstream"]["instance"] == f"127.0.0.1:{order.port}"
+        finally:
+            user.stop()
+            order.stop()

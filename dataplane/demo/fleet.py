@@ -223,8 +223,8 @@ class Fleet:
 
     def stop(self) -> None:
         # Ignore further signals while stopping: a second Ctrl-C must not leave children.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
         for child in reversed(self.children):
             child.stop(STOP_TIMEOUT_S)
         count = len(self.children)
@@ -259,8 +259,8 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # the readiness probes
     fleet = Fleet(parse_args(argv))
-    signal.signal(signal.SIGINT, fleet.on_signal)
-    signal.signal(signal.SIGTERM, fleet.on_signal)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: terminal closed
+        signal.signal(signum, fleet.on_signal)
     try:
         fleet.check_ports()
         fleet.start_dashboard()
