@@ -66,7 +66,7 @@ INSTANCES = (
 
 
 class Stop(Exception):
-    """SIGINT or SIGTERM arrived."""
+    """A stop signal (SIGINT, SIGTERM, SIGHUP) arrived."""
 
 
 def _host_port(listen: str) -> tuple[str, int]:
