@@ -115,13 +115,20 @@ class CallerResolver:
         except (geoip2.errors.AddressNotFoundError, ValueError):
             return None
 
+    def city(self, ip: str | None, city_header: str | None, trusted: bool) -> str | None:
+        """The city of a caller at `ip`: the city header's when the request came through a
+        trusted proxy, else the GeoIP answer for `ip` (`local` for this network)."""
+        if city_header and trusted:
+            return city_header.strip()
+        return self.city_of(ip) if ip else None
+
     def resolve(
         self, peer: str, forwarded_for: str | None = None, city_header: str | None = None
     ) -> tuple[str, str | None]:
+        """(client ip, city) of a request from `peer` carrying these headers' values."""
         ip = self.client_ip(peer, forwarded_for)
-        if city_header and self.trusted and self.is_trusted(peer):
-            return ip, city_header.strip()
-        return ip, self.city_of(ip)
+        trusted = bool(self.trusted) and self.is_trusted(peer)
+        return ip, self.city(ip, city_header, trusted)
 
     def close(self) -> None:
         if self._reader is not None:
