@@ -171,9 +171,9 @@ return 1
 """
 _WITHDRAW = """
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('HINCRBY', KEYS[2], 't', -tonumber(ARGV[2]))
-redis.call('HINCRBY', KEYS[2], 'e', -tonumber(ARGV[3]))
-if ARGV[4] ~= '' then redis.call('HINCRBY', KEYS[2], 'b' .. ARGV[4], -tonumber(ARGV[2])) end
+redis.call('HINCRBY', KEYS[2], 't', 0 - tonumber(ARGV[2]))
+redis.call('HINCRBY', KEYS[2], 'e', 0 - tonumber(ARGV[3]))
+if ARGV[4] ~= '' then redis.call('HINCRBY', KEYS[2], 'b' .. ARGV[4], 0 - tonumber(ARGV[2])) end
 redis.call('DECR', KEYS[4])
 return 1
 """
