@@ -3,17 +3,14 @@ from django.db import models
 
 class MinuteRollup(models.Model):
     """What all gateways reported for one (service, version) in one minute: the history
-    behind the success-rate and latency series. Live figures come from metrics.live."""
+    behind the success-rate series. Live figures come from metrics.live. Written by
+    additive upserts (metrics/rollups.py), never read-modify-written."""
 
     service = models.CharField(max_length=255)
     version = models.CharField(max_length=100)
     minute = models.PositiveBigIntegerField(help_text="Epoch seconds at the minute's start.")
     total = models.PositiveBigIntegerField(default=0)
     errors = models.PositiveBigIntegerField(default=0)
-    latency = models.JSONField(
-        default=dict,
-        help_text="Requests by latency bucket of their sample's p95 (metrics/latency.py).",
-    )
 
     class Meta:
         constraints = [
@@ -25,3 +22,27 @@ class MinuteRollup(models.Model):
 
     def __str__(self):
         return f"{self.service} {self.version} @{self.minute}"
+
+
+class MinuteLatency(models.Model):
+    """One latency bucket of a MinuteRollup (metrics/latency.py): the requests of that
+    minute whose sample reported a p95 in this bucket. Rows, not a JSON column, so that
+    ingestion adds to them in SQL."""
+
+    service = models.CharField(max_length=255)
+    version = models.CharField(max_length=100)
+    minute = models.PositiveBigIntegerField()
+    bucket = models.PositiveSmallIntegerField()
+    weight = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["service", "minute", "version", "bucket"],
+                name="metrics_one_latency_bucket_per_minute",
+            )
+        ]
+        indexes = [models.Index(fields=["minute"], name="metrics_latency_minute")]
+
+    def __str__(self):
+        return f"{self.service} {self.version} @{self.minute} bucket {self.bucket}"

@@ -1,19 +1,15 @@
 """Use cases of the metrics app: ingest samples, read history series, publish the live
 figures, prune old rollups."""
 
-import functools
-import operator
 import time
 from collections import defaultdict
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q
 
 import events
-from metrics import latency, live
-from metrics.models import MinuteRollup
+from metrics import live, rollups
+from metrics.models import MinuteLatency, MinuteRollup
 from metrics.samples import Figures, Sample
 
 
@@ -24,55 +20,26 @@ def ingest(gateway: str, samples: list[Sample]) -> tuple[int, int]:
     windows = live.store()
     new = windows.accept(gateway, samples)
     try:
-        _add_to_rollups(new)
+        rollups.add(new)
     except BaseException:
         windows.withdraw(gateway, new)
         raise
     return len(new), len(samples) - len(new)
 
 
-def _add_to_rollups(samples: list[Sample]) -> None:
-    """One transaction for the whole request, three queries however many samples: make the
-    missing minute rows, lock the touched ones, update them together."""
-    if not samples:
-        return
-    sums: dict[tuple[str, str, int], Figures] = defaultdict(Figures)
-    for sample in samples:
-        histogram = {} if sample.bucket is None else {sample.bucket: sample.total}
-        sums[(sample.service, sample.version, sample.ts // 60 * 60)].add(
-            sample.total, sample.errors, histogram
-        )
-    keys = sorted(sums)
-    with transaction.atomic():
-        MinuteRollup.objects.bulk_create(
-            [MinuteRollup(service=s, version=v, minute=m) for s, v, m in keys],
-            ignore_conflicts=True,
-        )
-        match = functools.reduce(
-            operator.or_, (Q(service=s, version=v, minute=m) for s, v, m in keys)
-        )
-        rows = list(MinuteRollup.objects.select_for_update().filter(match).order_by("pk"))
-        for row in rows:
-            figures = sums[(row.service, row.version, row.minute)]
-            row.total += figures.total
-            row.errors += figures.errors
-            stored = {int(bucket): weight for bucket, weight in row.latency.items()}
-            merged = latency.merge(stored, figures.histogram or {})
-            row.latency = {str(bucket): weight for bucket, weight in sorted(merged.items())}
-        MinuteRollup.objects.bulk_update(rows, ["total", "errors", "latency"])
-
-
 def _steps(service: str, since: int, step: int) -> dict[str, dict[int, Figures]]:
     """The service's rollups from `since` on, summed per version and step (steps aligned to
     multiples of `step` since the epoch, so a chart's points do not move as time passes)."""
-    rows = MinuteRollup.objects.filter(service=service, minute__gte=since // step * step)
+    first = since // step * step
     answer: dict[str, dict[int, Figures]] = defaultdict(lambda: defaultdict(Figures))
-    for version, minute, total, errors, histogram in rows.values_list(
-        "version", "minute", "total", "errors", "latency"
-    ).order_by("minute"):
-        answer[version][minute // step * step].add(
-            total, errors, {int(bucket): weight for bucket, weight in histogram.items()}
-        )
+    for version, minute, total, errors in MinuteRollup.objects.filter(
+        service=service, minute__gte=first
+    ).values_list("version", "minute", "total", "errors"):
+        answer[version][minute // step * step].add(total, errors, {})
+    for version, minute, bucket, weight in MinuteLatency.objects.filter(
+        service=service, minute__gte=first
+    ).values_list("version", "minute", "bucket", "weight"):
+        answer[version][minute // step * step].add(0, 0, {bucket: weight})
     return answer
 
 
@@ -138,4 +105,5 @@ def prune(now: float | None = None) -> int:
     now = time.time() if now is None else now
     oldest = int(now - settings.METRICS_RETENTION_DAYS * 86400)
     deleted, _ = MinuteRollup.objects.filter(minute__lt=oldest // 60 * 60).delete()
+    MinuteLatency.objects.filter(minute__lt=oldest // 60 * 60).delete()
     return deleted

@@ -7,7 +7,7 @@ import pytest
 
 from gateways.models import Gateway
 from metrics import latency, services
-from metrics.models import MinuteRollup
+from metrics.models import MinuteLatency, MinuteRollup
 from metrics.tests.conftest import post, sample
 
 pytestmark = pytest.mark.django_db
@@ -73,7 +73,8 @@ def test_a_resent_sample_is_counted_once(windows, gateway):
 
 
 def nothing_stored(windows) -> bool:
-    return not MinuteRollup.objects.exists() and windows.ingested() == 0
+    stored = MinuteRollup.objects.exists() or MinuteLatency.objects.exists()
+    return not stored and windows.ingested() == 0
 
 
 @pytest.mark.parametrize(
@@ -190,9 +191,12 @@ def test_retention_prunes_old_rollups_only(settings):
     settings.METRICS_RETENTION_DAYS = 14
     now = int(time.time()) // 60 * 60
     for age_days in (20, 14.01, 13.9, 0):
-        MinuteRollup.objects.create(
-            service="user-app", version="V1", minute=int(now - age_days * 86400) // 60 * 60
+        minute = int(now - age_days * 86400) // 60 * 60
+        MinuteRollup.objects.create(service="user-app", version="V1", minute=minute)
+        MinuteLatency.objects.create(
+            service="user-app", version="V1", minute=minute, bucket=3, weight=1
         )
     assert tasks.prune.apply().get() == 2
+    assert MinuteLatency.objects.count() == 2
     ages = sorted((now - row.minute) / 86400 for row in MinuteRollup.objects.all())
     assert ages[0] == 0 and 13.8 < ages[1] < 13.91 and len(ages) == 2
