@@ -56,6 +56,11 @@ class LiveWindows(ABC):
     def ingested(self) -> int:
         """Samples counted since the store began (a Prometheus counter)."""
 
+    @abstractmethod
+    def claim(self, second: int) -> bool:
+        """True for the first caller (of any process) that claims this second, and only if
+        no later second was claimed: the live figures go out once per second."""
+
     def figures(self, now: int) -> dict[Series, dict[str, Figures]]:
         """Every active series' figures over each span ending at `now` (inclusive)."""
         shortest = min(SPANS.values())
@@ -87,6 +92,7 @@ class MemoryWindows(LiveWindows):
         self._latest: dict[Series, int] = {}
         self._ingested = 0
         self._pruned_at = 0.0
+        self._claimed = 0
 
     def accept(self, gateway, samples):
         new = []
@@ -154,6 +160,13 @@ class MemoryWindows(LiveWindows):
         with self._lock:
             return self._ingested
 
+    def claim(self, second):
+        with self._lock:
+            if second <= self._claimed:
+                return False
+            self._claimed = second
+            return True
+
 
 # Counts one sample atomically: remembers (gateway, ts) in the series' `seen` hash of that
 # second and, only if it was not there, adds its figures to the second's hash. Redis runs a
@@ -178,6 +191,12 @@ redis.call('DECR', KEYS[4])
 return 1
 """
 
+_CLAIM = """
+if tonumber(redis.call('GET', KEYS[1]) or '0') >= tonumber(ARGV[1]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', 3600)
+return 1
+"""
+
 
 class RedisWindows(LiveWindows):
     def __init__(self, url: str, prefix: str) -> None:
@@ -185,6 +204,7 @@ class RedisWindows(LiveWindows):
         self.prefix = f"{prefix}:metrics"
         self._accept = self.redis.register_script(_ACCEPT)
         self._withdraw = self.redis.register_script(_WITHDRAW)
+        self._claim = self.redis.register_script(_CLAIM)
 
     def _series_key(self, series: Series) -> str:
         return json.dumps(series, separators=(",", ":"))
@@ -244,6 +264,9 @@ class RedisWindows(LiveWindows):
 
     def ingested(self):
         return int(self.redis.get(f"{self.prefix}:ingested") or 0)
+
+    def claim(self, second):
+        return self._claim(keys=[f"{self.prefix}:claimed"], args=[second]) == 1
 
 
 _configured: LiveWindows | None = None

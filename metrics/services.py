@@ -94,8 +94,14 @@ def live_updates(now: int) -> list[events.MetricsUpdated]:
 
 
 def publish_live(now: int | None = None) -> int:
-    """Send the live figures to the pages watching; answers how many updates were sent."""
-    updates = live_updates(int(time.time()) if now is None else now)
+    """Send the live figures of second `now` (default: the current one) to the pages
+    watching, unless they were sent for it already (beat runs this twice a second: a beat
+    interval drifts late, and at one a second it would skip seconds). Answers how many
+    updates were sent."""
+    second = int(time.time()) if now is None else now
+    if not live.store().claim(second):
+        return 0
+    updates = live_updates(second)
     events.publish(*updates)
     return len(updates)
 

@@ -48,3 +48,11 @@ def test_any_service_name_round_trips(windows, service):
     now = int(time.time())
     windows.accept("gw-1", [s(now, service=service)])
     assert list(windows.figures(now)) == [(service, "V1")]
+
+
+def test_each_second_is_claimed_once_and_never_an_older_one(windows):
+    now = int(time.time())
+    assert windows.claim(now)
+    assert not windows.claim(now)
+    assert not windows.claim(now - 1)
+    assert windows.claim(now + 1)
