@@ -215,14 +215,18 @@ def delays(posts, clients: list[Client]) -> list[float]:
     that series read after the POST was answered; a sample no message carried counts as
     never arriving (NEVER), so it cannot make the figures look better."""
     found = []
+    watching = [
+        (client, {key: [at for at, _ in seen] for key, seen in client.seen.items()})
+        for client in clients
+        if client.closed is None
+    ]
     for series, post in posts:
         for key in series:
-            for client in clients:
-                if client.service != key[0] or client.closed is not None:
+            for client, ats in watching:
+                if client.service != key[0]:
                     continue
                 seen = client.seen.get(key, [])
-                ats = [at for at, _ in seen]
-                index = bisect.bisect_left(ats, post.answered)
+                index = bisect.bisect_left(ats.get(key, []), post.answered)
                 found.append(seen[index][1] - post.started if index < len(seen) else NEVER)
     return found
 

@@ -70,6 +70,13 @@ class GatewayStatusChanged(Event):
 
 
 @dataclass(frozen=True)
+class RevisionPublished(Event):
+    """A new policy revision's fields, as the revisions API lists them."""
+
+    kind: ClassVar[str] = "revision"
+
+
+@dataclass(frozen=True)
 class MetricsWindow:
     """One series' figures over one sliding window. No requests: rates are None."""
 
