@@ -120,3 +120,23 @@ def test_v2_errors_pull_its_line_below_v1_live_and_a_revision_is_marked(
         assert page.evaluate("window.notReloaded") is True
         screenshot("service-traffic-live")
     assert not traffic.failures, traffic.failures
+
+
+def test_the_overview_shows_each_versions_live_success_and_the_gray_delta(
+    page, asgi_server, make_role_user, log_in
+):
+    Service.objects.create(name="user-app")
+    make_role_user("vera", "viewer")
+    _, gateway_token, _ = Gateway.objects.create_with_credentials(name="edge", mode=Gateway.PULL)
+    with Traffic(asgi_server.url, "edge", gateway_token) as traffic:
+        traffic.errors["V2"] = 10
+        log_in("vera")
+        page.goto("/")
+        row = page.locator('#service-table tr[data-service="user-app"]')
+        delta = row.locator(".overview-delta")
+        delta.wait_for(timeout=10_000)
+        assert float(delta.get_attribute("data-delta")) == pytest.approx(-10.0)
+        assert "worse" in delta.get_attribute("class")
+        assert row.locator('.version-health[data-version="V2"] svg.sparkline').count() == 1
+        assert "90.00 %" in row.locator('.version-health[data-version="V2"]').inner_text()
+    assert not traffic.failures, traffic.failures
