@@ -63,7 +63,13 @@ from bench.measure import (  # noqa: E402
     summary,
     tail_warning,
 )
-from bench.servers import read_message  # noqa: E402
+from bench.servers import (  # noqa: E402
+    close_django_connections,
+    delete_redis_keys,
+    read_message,
+    setup_django,
+    stop_processes,
+)
 from tests.fakes.receiver import PushGateway  # noqa: E402
 from tests.processes import AsgiServer, CeleryWorker, django_env  # noqa: E402
 
@@ -118,56 +124,6 @@ def project() -> SimpleNamespace:
         Gateway=Gateway,
         Generation=Generation,
     )
-
-
-# -- what the run makes, and unmakes -----------------------------------------------------------
-
-
-def delete_redis_keys(url: str, prefix: str) -> None:
-    """Every key under this run's prefix (celery's queues and bindings, the channel layer)."""
-    import redis
-
-    client = redis.Redis.from_url(url)
-    try:
-        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-        for start in range(0, len(keys), 500):
-            client.delete(*keys[start : start + 500])
-    finally:
-        client.close()
-
-
-def setup_django(database: str, var_dir: str, prefix: str, redis_url: str | None) -> None:
-    """Point this process (and, through the environment, its children) at the bench's own
-    database, directory and Redis prefix; migrate."""
-    os.environ.update(
-        DJANGO_SETTINGS_MODULE="graylane.settings",
-        DATABASE_URL=database,
-        GRAYLANE_VAR_DIR=var_dir,
-        SECRET_KEY="bench-only-secret-key-long-enough-for-django-checks-0123",
-        LOG_LEVEL="WARNING",
-        REDIS_PREFIX=prefix,
-    )
-    os.environ.pop("REDIS_URL", None)
-    if redis_url:
-        os.environ["REDIS_URL"] = redis_url
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-
-
-def close_django_connections() -> None:
-    from django.db import connections
-
-    connections.close_all()
-
-
-def stop_processes(processes: list) -> None:
-    for process in reversed(processes):
-        with contextlib.suppress(Exception):
-            process.stop()
 
 
 # -- the floor ---------------------------------------------------------------------------------

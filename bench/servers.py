@@ -8,6 +8,7 @@ Uses the tests' process helpers (tests/processes.py); importing this never sets 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -72,6 +73,56 @@ def serve(factory: str, template: Path, **extra: str) -> Iterator[BenchServer]:
             yield server
     finally:
         shutil.rmtree(var, ignore_errors=True)
+
+
+# -- a bench's own database, directory and Redis prefix, in this process ----------------------
+
+
+def delete_redis_keys(url: str, prefix: str) -> None:
+    """Every key under this run's prefix (celery's queues and bindings, the channel layer)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+        for start in range(0, len(keys), 500):
+            client.delete(*keys[start : start + 500])
+    finally:
+        client.close()
+
+
+def setup_django(database: str, var_dir: str, prefix: str, redis_url: str | None) -> None:
+    """Point this process (and, through the environment, its children) at the bench's own
+    database, directory and Redis prefix; migrate."""
+    os.environ.update(
+        DJANGO_SETTINGS_MODULE="graylane.settings",
+        DATABASE_URL=database,
+        GRAYLANE_VAR_DIR=var_dir,
+        SECRET_KEY="bench-only-secret-key-long-enough-for-django-checks-0123",
+        LOG_LEVEL="WARNING",
+        REDIS_PREFIX=prefix,
+    )
+    os.environ.pop("REDIS_URL", None)
+    if redis_url:
+        os.environ["REDIS_URL"] = redis_url
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def close_django_connections() -> None:
+    from django.db import connections
+
+    connections.close_all()
+
+
+def stop_processes(processes: list) -> None:
+    for process in reversed(processes):
+        with contextlib.suppress(Exception):
+            process.stop()
 
 
 # -- the load ----------------------------------------------------------------------------------

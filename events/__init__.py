@@ -2,25 +2,46 @@
 
 Domain apps publish typed events here; the live websocket consumer (dashboard) subscribes
 to GROUP and forwards each event as it is. This is the one module that knows the channel
-layer and its group, so publishers need not know who listens, and the UI app is no one's
+layer and its groups, so publishers need not know who listens, and the UI app is no one's
 dependency. Payloads are plain JSON-ready dicts, built by the publishing app from its own
 API serializers, so the page and the REST API show the same fields.
+
+Metrics updates are many (one per service and version every second) and each page wants a
+few services only, so they go to one group per service, and to METRICS_ALL_GROUP for pages
+that watch every service; every other event goes to GROUP, which every page is in.
 """
 
-from dataclasses import dataclass, field
+import hashlib
+from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 GROUP = "live"
+METRICS_ALL_GROUP = "live.metrics.all"
 # The consumer's handler method for MESSAGE_TYPE is `live_event`.
 MESSAGE_TYPE = "live.event"
 
 
-@dataclass(frozen=True)
-class Event:
+def metrics_group(service: str) -> str:
+    """The group of one service's metrics updates. Group names allow few characters and a
+    service name may hold any, hence a digest."""
+    return "live.metrics." + hashlib.sha256(service.encode()).hexdigest()[:32]
+
+
+class LiveEvent:
     kind: ClassVar[str]
+
+    def as_json(self) -> dict:
+        raise NotImplementedError
+
+    def groups(self) -> tuple[str, ...]:
+        return (GROUP,)
+
+
+@dataclass(frozen=True)
+class Event(LiveEvent):
     fields: dict = field(default_factory=dict)
 
     def as_json(self) -> dict:
@@ -48,7 +69,53 @@ class GatewayStatusChanged(Event):
     kind: ClassVar[str] = "gateway"
 
 
-def publish(*events: Event) -> None:
+@dataclass(frozen=True)
+class RevisionPublished(Event):
+    """A new policy revision's fields, as the revisions API lists them."""
+
+    kind: ClassVar[str] = "revision"
+
+
+@dataclass(frozen=True)
+class MetricsWindow:
+    """One series' figures over one sliding window. No requests: rates are None."""
+
+    total: int
+    errors: int
+    success_rate: float | None  # percent
+    rate_per_s: float
+    latency_ms_p95: float | None
+
+
+@dataclass(frozen=True)
+class MetricsUpdated(LiveEvent):
+    """A (service, version)'s live figures at second `ts` (windows "10s", "1m", "5m"
+    ending there; the top-level figures are the 10 s window's). `at`: epoch seconds when
+    they were read."""
+
+    kind: ClassVar[str] = "metrics"
+    service: str
+    version: str
+    ts: int
+    at: float
+    windows: dict[str, MetricsWindow]
+
+    def as_json(self) -> dict:
+        return {
+            "type": self.kind,
+            "service": self.service,
+            "version": self.version,
+            "ts": self.ts,
+            "at": self.at,
+            **asdict(self.windows["10s"]),
+            "windows": {name: asdict(window) for name, window in self.windows.items()},
+        }
+
+    def groups(self) -> tuple[str, ...]:
+        return (metrics_group(self.service), METRICS_ALL_GROUP)
+
+
+def publish(*events: LiveEvent) -> None:
     """Send these events to every live page, in order, in one go (each async_to_sync call
     from a thread starts an event loop of its own). Without a channel layer, a no-op."""
     layer = get_channel_layer()
@@ -59,7 +126,9 @@ def publish(*events: Event) -> None:
 
 async def _send_all(layer, events) -> None:
     for event in events:
-        await layer.group_send(GROUP, {"type": MESSAGE_TYPE, "event": event.as_json()})
+        message = {"type": MESSAGE_TYPE, "event": event.as_json()}
+        for group in event.groups():
+            await layer.group_send(group, message)
 
 
 async def subscribe(layer, channel_name: str) -> None:
@@ -68,3 +137,20 @@ async def subscribe(layer, channel_name: str) -> None:
 
 async def unsubscribe(layer, channel_name: str) -> None:
     await layer.group_discard(GROUP, channel_name)
+
+
+def metrics_groups(services: list[str]) -> set[str]:
+    """The groups to be in for these services' metrics ("*": every service)."""
+    if "*" in services:
+        return {METRICS_ALL_GROUP}
+    return {metrics_group(service) for service in services}
+
+
+async def join(layer, channel_name: str, groups: set[str]) -> None:
+    for group in groups:
+        await layer.group_add(group, channel_name)
+
+
+async def leave(layer, channel_name: str, groups: set[str]) -> None:
+    for group in groups:
+        await layer.group_discard(group, channel_name)

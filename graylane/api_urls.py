@@ -24,4 +24,5 @@ urlpatterns = [
     ),
     *router.urls,
     path("", include("gateways.api_urls")),
+    path("", include("metrics.api_urls")),
 ]

@@ -97,6 +97,7 @@ INSTALLED_APPS = [
     "registry_sync",
     "dashboard",
     "gateways",
+    "metrics",
 ]
 
 MIDDLEWARE = [
@@ -242,6 +243,7 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
+REDIS_PREFIX = env_str("REDIS_PREFIX", "graylane")
 # Redis is optional: without it the channel layer lives in memory and Celery runs on an
 # in-memory broker inside the web process, so events from jobs still reach browsers.
 REDIS_URL = env_str("REDIS_URL")
@@ -249,7 +251,7 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("REDIS_PREFIX", "graylane")},
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": REDIS_PREFIX},
         }
     }
     CELERY_BROKER_URL = REDIS_URL
@@ -266,9 +268,7 @@ CELERY_TASK_TIME_LIMIT = 300
 CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, str | float] = {
-    "global_keyprefix": env_str("REDIS_PREFIX", "graylane") + ":"
-}
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, str | float] = {"global_keyprefix": REDIS_PREFIX + ":"}
 
 DRAIN_SECONDS = env_float("DRAIN_SECONDS", 5.0)
 
@@ -278,7 +278,7 @@ GATEWAY_BEHIND_BANNER_SECONDS = env_float("GATEWAY_BEHIND_BANNER_SECONDS", 30.0)
 GATEWAY_PUSH_TIMEOUT = env_float("GATEWAY_PUSH_TIMEOUT", 5.0, minimum=0.1)
 GATEWAY_PUSH_CONCURRENCY = env_int("GATEWAY_PUSH_CONCURRENCY", 32, minimum=1)
 GATEWAY_RETRY_MAX_DELAY = env_float("GATEWAY_RETRY_MAX_DELAY", 30.0, minimum=1.0)
-GATEWAY_WAKEUP_CHANNEL = env_str("REDIS_PREFIX", "graylane") + ":gateways:generation"
+GATEWAY_WAKEUP_CHANNEL = REDIS_PREFIX + ":gateways:generation"
 GATEWAY_SWEEP_SECONDS = max(1.0, GATEWAY_STALE_SECONDS / 3)
 
 # Who a caller is (routing_engine.caller), for the simulator as for the gateway: a GeoIP2 or
@@ -299,6 +299,16 @@ REGISTRY_TIMEOUT = env_float("REGISTRY_TIMEOUT", 3.0, minimum=0.1)
 # Off: requests from loopback need none (everyone else still does).
 EMBEDDED_REGISTRY_AUTH = env_bool("EMBEDDED_REGISTRY_AUTH", True)
 EMBEDDED_REGISTRY_TOKEN_TTL = env_int("EMBEDDED_REGISTRY_TOKEN_TTL", 18000, minimum=1)
+# Release metrics (metrics/): what gateways report, live and per minute.
+METRICS_RETENTION_DAYS = env_float("METRICS_RETENTION_DAYS", 14.0, minimum=0.01)
+METRICS_MAX_AGE_SECONDS = env_int("METRICS_MAX_AGE_SECONDS", 600, minimum=10)
+METRICS_MAX_SAMPLES = env_int("METRICS_MAX_SAMPLES", 1000, minimum=1)
+METRICS_MAX_BODY_BYTES = env_int("METRICS_MAX_BODY_BYTES", 262_144, minimum=1)
+# /metrics (Prometheus): open when empty, else `Authorization: Bearer <METRICS_TOKEN>`.
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+# Events one /ws/live/ socket may have waiting before it is dropped as too slow.
+LIVE_CLIENT_QUEUE = env_int("LIVE_CLIENT_QUEUE", 256, minimum=1)
+
 CELERY_BEAT_SCHEDULE = {
     "sync-due-registries": {
         "task": "registry_sync.tasks.sync_due_registries",
@@ -307,6 +317,14 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 1.0},
     },
     "gateways-sweep": {"task": "gateways.tasks.sweep", "schedule": GATEWAY_SWEEP_SECONDS},
+    # Live figures once a second: tried twice a second, sent once per second (a beat
+    # interval drifts late); a late run is worthless, the next one reads anew.
+    "metrics-publish-live": {
+        "task": "metrics.tasks.publish_live",
+        "schedule": 0.5,
+        "options": {"expires": 0.5},
+    },
+    "metrics-prune": {"task": "metrics.tasks.prune", "schedule": 3600.0},
 }
 
 LOGGING = {

@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import AllowAny
 
+from dashboard import prometheus
 from graylane import health
 
 # Errors Django answers itself: JSON under /api/ and /nacos/, its pages elsewhere.
@@ -29,6 +30,7 @@ urlpatterns = [
     ),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", prometheus.metrics, name="prometheus-metrics"),
     path("gateways/", include("gateways.urls")),
     path("", include("dashboard.urls")),
 ]

@@ -41,15 +41,20 @@ def _response(answer: endpoints.Answer) -> HttpResponse:
 
 
 class GatewayEndpoint(APIView):
+    """An endpoint for gateway tokens only (other apps' too, e.g. metrics ingestion)."""
+
     # The endpoints authenticate the gateway themselves (no session, so no CSRF either).
     authentication_classes: list = []
     permission_classes: list = []
 
+    def max_body_bytes(self) -> int:
+        return settings.GATEWAY_MAX_BODY_BYTES
+
     def dispatch(self, request, *args, **kwargs):
-        # As on the ASGI path: a body over GATEWAY_MAX_BODY_BYTES is refused before it is
-        # read or the caller authenticated. (Django reads no more than Content-Length.)
+        # As on the ASGI path: a body over the limit is refused before it is read or the
+        # caller authenticated. (Django reads no more than Content-Length.)
         refusal = endpoints.content_length_refusal(
-            request.META.get("CONTENT_LENGTH") or None, settings.GATEWAY_MAX_BODY_BYTES
+            request.META.get("CONTENT_LENGTH") or None, self.max_body_bytes()
         )
         if refusal is not None:
             return _response(refusal)

@@ -28,9 +28,22 @@
   }
 
   // Live events: pages register handlers by message type on window.graylaneLive.
+  // `subscribe(["svc"])` asks for those services' `metrics` messages (docs/api.md), now and
+  // after every reconnect.
   var handlers = {};
+  var subscribed = [];
+  var liveSocket = null;
+  function sendSubscription() {
+    if (liveSocket && liveSocket.readyState === WebSocket.OPEN && subscribed.length) {
+      liveSocket.send(JSON.stringify({ subscribe: subscribed }));
+    }
+  }
   window.graylaneLive = {
     on: function (type, fn) { (handlers[type] = handlers[type] || []).push(fn); },
+    subscribe: function (services) {
+      subscribed = services.slice();
+      sendSubscription();
+    },
   };
 
   function connectLive(delay) {
@@ -38,9 +51,11 @@
     if (!url || !window.WebSocket) return;
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
     var socket = new WebSocket(scheme + location.host + url);
+    liveSocket = socket;
     // Pages refresh what they show on (re)connect: events sent while no socket was open
     // are not replayed.
     socket.onopen = function () {
+      sendSubscription();
       (handlers.open || []).forEach(function (fn) { fn(); });
     };
     socket.onmessage = function (event) {

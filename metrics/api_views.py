@@ -1,0 +1,90 @@
+from django.conf import settings
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.authentication import ApiTokenAuthentication
+from gateways.authentication import GatewayTokenAuthentication
+from gateways.protocol.views import GATEWAY_TOKEN, REFUSALS, GatewayEndpoint
+from metrics import services
+from metrics.permissions import GatewayOnly
+from metrics.serializers import (
+    AcceptedSerializer,
+    IngestSerializer,
+    LatencySeriesSerializer,
+    SeriesQuerySerializer,
+    SuccessRateSeriesSerializer,
+)
+
+
+class MetricsIngestView(GatewayEndpoint):
+    # Users' tokens are recognised only to be refused with 403 rather than 401.
+    authentication_classes = [ApiTokenAuthentication, GatewayTokenAuthentication]
+    permission_classes = [GatewayOnly]
+
+    def max_body_bytes(self) -> int:
+        return settings.METRICS_MAX_BODY_BYTES
+
+    @extend_schema(
+        operation_id="v1_metrics_create",
+        description=(
+            "Samples a gateway saw: per service, version and second, requests, errors and "
+            "p95 latency. A sample re-sent (same gateway, service, version, ts) is counted "
+            "once. Any invalid sample refuses the whole request, and nothing is stored."
+        ),
+        request=IngestSerializer,
+        auth=GATEWAY_TOKEN,
+        responses={
+            202: AcceptedSerializer,
+            400: OpenApiResponse(description="Field messages, by sample index."),
+            413: OpenApiResponse(description="A body over METRICS_MAX_BODY_BYTES."),
+            **REFUSALS,
+        },
+    )
+    def post(self, request):
+        serializer = IngestSerializer(
+            data=request.data, context={"gateway": request.user.gateway.name}
+        )
+        serializer.is_valid(raise_exception=True)
+        accepted, duplicates = services.ingest(request.user.gateway.name, serializer.to_samples())
+        return Response(
+            {"accepted": accepted, "duplicates": duplicates}, status=status.HTTP_202_ACCEPTED
+        )
+
+
+class _SeriesView(APIView):
+    def query(self, request) -> dict:
+        query = SeriesQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        return dict(query.validated_data)
+
+
+class SuccessRateView(_SeriesView):
+    @extend_schema(
+        operation_id="v1_metrics_success_rate",
+        description="Success rate per version and step, from the per-minute rollups.",
+        parameters=[SeriesQuerySerializer],
+        responses={200: SuccessRateSeriesSerializer},
+    )
+    def get(self, request):
+        q = self.query(request)
+        series = services.success_rate_series(q["service"], q["since"], q["step"])
+        return Response({"service": q["service"], "series": series})
+
+
+class LatencyView(_SeriesView):
+    @extend_schema(
+        operation_id="v1_metrics_latency",
+        description=(
+            "p95 latency per version and step, from the per-minute rollups: the 95th "
+            "percentile of the reported p95s weighted by their requests, at the upper edge "
+            "of its latency bucket (at most 19 % above)."
+        ),
+        parameters=[SeriesQuerySerializer],
+        responses={200: LatencySeriesSerializer},
+    )
+    def get(self, request):
+        q = self.query(request)
+        series = services.latency_series(q["service"], q["since"], q["step"])
+        return Response({"service": q["service"], "series": series})

@@ -1,0 +1,52 @@
+"""The latency representation shared by the live windows and the per-minute rollups.
+
+A gateway reports one p95 per sample, not its distribution, so the p95 of merged samples
+cannot be known exactly. We keep, per second (live) and per minute (history), a small
+sparse histogram of the reported p95s weighted by the requests they cover, and read the
+merged p95 as the 95th percentile of that weighted histogram. Unlike the max of the p95s,
+it is not dragged up by one gateway that saw three slow requests, and unlike a mean it
+still follows a version whose tail really grows. Histograms add, so seconds, minutes and
+steps all merge the same way, in Redis (HINCRBY), in SQL rows and in Python.
+
+Buckets are geometric: bucket k holds p95s in (2^((k-1)/4), 2^(k/4)] ms, so a reported
+value is at most 19 % above the true one; bucket 0 is everything up to 1 ms, the last is
+everything above 2^16 ms (65.5 s).
+"""
+
+import math
+
+STEPS_PER_DOUBLING = 4
+LAST_BUCKET = 16 * STEPS_PER_DOUBLING + 1
+PERCENTILE = 0.95
+
+Histogram = dict[int, int]
+
+
+def bucket_of(latency_ms: float) -> int:
+    if latency_ms <= 1.0:
+        return 0
+    return min(LAST_BUCKET, math.ceil(math.log2(latency_ms) * STEPS_PER_DOUBLING - 1e-9))
+
+
+def upper_edge(bucket: int) -> float:
+    return round(2 ** (bucket / STEPS_PER_DOUBLING), 3)
+
+
+def merge(into: Histogram, other: Histogram) -> Histogram:
+    for bucket, weight in other.items():
+        into[bucket] = into.get(bucket, 0) + weight
+    return into
+
+
+def p95(histogram: Histogram) -> float | None:
+    """The upper edge of the bucket holding the 95th percentile, None without weight."""
+    total = sum(histogram.values())
+    if total <= 0:
+        return None
+    threshold = PERCENTILE * total
+    seen = 0
+    for bucket in sorted(histogram):
+        seen += histogram[bucket]
+        if seen >= threshold:
+            return upper_edge(bucket)
+    return upper_edge(max(histogram))

@@ -1,0 +1,48 @@
+from django.db import models
+
+
+class MinuteRollup(models.Model):
+    """What all gateways reported for one (service, version) in one minute: the history
+    behind the success-rate series. Live figures come from metrics.live. Written by
+    additive upserts (metrics/rollups.py), never read-modify-written."""
+
+    service = models.CharField(max_length=255)
+    version = models.CharField(max_length=100)
+    minute = models.PositiveBigIntegerField(help_text="Epoch seconds at the minute's start.")
+    total = models.PositiveBigIntegerField(default=0)
+    errors = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["service", "minute", "version"], name="metrics_one_rollup_per_minute"
+            )
+        ]
+        indexes = [models.Index(fields=["minute"], name="metrics_rollup_minute")]
+
+    def __str__(self):
+        return f"{self.service} {self.version} @{self.minute}"
+
+
+class MinuteLatency(models.Model):
+    """One latency bucket of a MinuteRollup (metrics/latency.py): the requests of that
+    minute whose sample reported a p95 in this bucket. Rows, not a JSON column, so that
+    ingestion adds to them in SQL."""
+
+    service = models.CharField(max_length=255)
+    version = models.CharField(max_length=100)
+    minute = models.PositiveBigIntegerField()
+    bucket = models.PositiveSmallIntegerField()
+    weight = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["service", "minute", "version", "bucket"],
+                name="metrics_one_latency_bucket_per_minute",
+            )
+        ]
+        indexes = [models.Index(fields=["minute"], name="metrics_latency_minute")]
+
+    def __str__(self):
+        return f"{self.service} {self.version} @{self.minute} bucket {self.bucket}"

@@ -1,0 +1,152 @@
+import math
+import time
+
+from django.conf import settings
+from rest_framework import serializers
+
+from metrics.samples import Sample
+
+# A gateway's clock may run a little ahead of ours; more than this is a wrong clock.
+MAX_FUTURE_SECONDS = 60
+MAX_LATENCY_MS = 3_600_000.0
+
+
+class StrictSerializer(serializers.Serializer):
+    """Refuses fields it does not know, naming them: a misspelt `erors` must not pass as a
+    sample without errors."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        return super().to_internal_value(data)
+
+
+class SampleSerializer(StrictSerializer):
+    service = serializers.CharField(max_length=255)
+    version = serializers.CharField(max_length=100)
+    ts = serializers.IntegerField(help_text="Epoch seconds: the start of the sample's window.")
+    window_s = serializers.IntegerField(min_value=1, max_value=60, default=1)
+    total = serializers.IntegerField(min_value=0, max_value=10**9)
+    errors = serializers.IntegerField(
+        min_value=0, help_text="5xx answers and failed proxy attempts, at most `total`."
+    )
+    latency_ms_p95 = serializers.FloatField(
+        min_value=0, max_value=MAX_LATENCY_MS, allow_null=True, required=False, default=None
+    )
+
+    def validate_ts(self, value: int) -> int:
+        now = time.time()
+        if value > now + MAX_FUTURE_SECONDS:
+            raise serializers.ValidationError(
+                f"More than {MAX_FUTURE_SECONDS} s in the future: check the gateway's clock."
+            )
+        if value < now - settings.METRICS_MAX_AGE_SECONDS:
+            raise serializers.ValidationError(
+                f"Older than {settings.METRICS_MAX_AGE_SECONDS} s: too late to be counted."
+            )
+        return value
+
+    def validate_latency_ms_p95(self, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise serializers.ValidationError("Must be a finite number.")
+        return value
+
+    def validate(self, attrs):
+        if attrs["errors"] > attrs["total"]:
+            raise serializers.ValidationError({"errors": ["More errors than requests (total)."]})
+        return attrs
+
+
+class IngestSerializer(StrictSerializer):
+    gateway = serializers.SlugField(max_length=64, help_text="The gateway sending (its token's).")
+    samples = SampleSerializer(many=True, allow_empty=False)
+
+    def validate_gateway(self, value: str) -> str:
+        if value != self.context["gateway"]:
+            raise serializers.ValidationError("Not the gateway this token belongs to.")
+        return value
+
+    def validate_samples(self, value: list[dict]) -> list[dict]:
+        if len(value) > settings.METRICS_MAX_SAMPLES:
+            raise serializers.ValidationError(
+                f"At most {settings.METRICS_MAX_SAMPLES} samples per request."
+            )
+        seen = set()
+        for sample in value:
+            key = (sample["service"], sample["version"], sample["ts"])
+            if key in seen:
+                raise serializers.ValidationError(
+                    f"Two samples for service {key[0]!r}, version {key[1]!r}, ts {key[2]}."
+                )
+            seen.add(key)
+        return value
+
+    def to_samples(self) -> list[Sample]:
+        return [
+            Sample(
+                service=s["service"],
+                version=s["version"],
+                ts=s["ts"],
+                total=s["total"],
+                errors=s["errors"],
+                latency_ms_p95=s["latency_ms_p95"],
+            )
+            for s in self.validated_data["samples"]
+        ]
+
+
+class AcceptedSerializer(serializers.Serializer):
+    accepted = serializers.IntegerField(help_text="Samples counted now.")
+    duplicates = serializers.IntegerField(help_text="Samples counted before (re-sent): ignored.")
+
+
+class SeriesQuerySerializer(serializers.Serializer):
+    service = serializers.CharField(max_length=255)
+    since = serializers.IntegerField(
+        min_value=0, required=False, help_text="Epoch seconds; default: an hour ago."
+    )
+    step = serializers.IntegerField(
+        min_value=60,
+        max_value=86400,
+        default=60,
+        help_text="Seconds per point, a multiple of 60 (the rollups are per minute).",
+    )
+
+    MAX_POINTS = 10_000
+
+    def validate_step(self, value: int) -> int:
+        if value % 60:
+            raise serializers.ValidationError("Must be a multiple of 60.")
+        return value
+
+    def validate(self, attrs):
+        now = int(time.time())
+        since = attrs.get("since", now - 3600)
+        if since > now:
+            raise serializers.ValidationError({"since": ["In the future."]})
+        if (now - since) // attrs["step"] > self.MAX_POINTS:
+            raise serializers.ValidationError(
+                {"step": [f"More than {self.MAX_POINTS} points: raise step or since."]}
+            )
+        attrs["since"] = since
+        return attrs
+
+
+class SuccessRateSeriesSerializer(serializers.Serializer):
+    service = serializers.CharField()
+    series = serializers.DictField(
+        child=serializers.ListField(child=serializers.ListField(child=serializers.FloatField())),
+        help_text="By version: [ts, success rate in percent, total requests] per step with "
+        "traffic, oldest first.",
+    )
+
+
+class LatencySeriesSerializer(serializers.Serializer):
+    service = serializers.CharField()
+    series = serializers.DictField(
+        child=serializers.ListField(child=serializers.ListField(child=serializers.FloatField())),
+        help_text="By version: [ts, p95 latency in ms, total requests] per step with traffic "
+        "and reported latency, oldest first.",
+    )

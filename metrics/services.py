@@ -1,0 +1,115 @@
+"""Use cases of the metrics app: ingest samples, read history series, publish the live
+figures, prune old rollups."""
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+
+from django.conf import settings
+
+import events
+from metrics import live, rollups
+from metrics.models import MinuteLatency, MinuteRollup
+from metrics.samples import Figures, Sample
+
+
+def ingest(gateway: str, samples: list[Sample]) -> tuple[int, int]:
+    """Count the samples this gateway had not sent before, live and in the rollups:
+    (accepted, duplicates). If the rollups cannot be written, the live count is undone
+    too, so the gateway's retry is counted rather than taken for a duplicate."""
+    windows = live.store()
+    new = windows.accept(gateway, samples)
+    try:
+        rollups.add(new)
+    except BaseException:
+        windows.withdraw(gateway, new)
+        raise
+    return len(new), len(samples) - len(new)
+
+
+def _steps(service: str, since: int, step: int) -> dict[str, dict[int, Figures]]:
+    """The service's rollups from `since` on, summed per version and step (steps aligned to
+    multiples of `step` since the epoch, so a chart's points do not move as time passes)."""
+    first = since // step * step
+    answer: dict[str, dict[int, Figures]] = defaultdict(lambda: defaultdict(Figures))
+    for version, minute, total, errors in MinuteRollup.objects.filter(
+        service=service, minute__gte=first
+    ).values_list("version", "minute", "total", "errors"):
+        answer[version][minute // step * step].add(total, errors, {})
+    for version, minute, bucket, weight in MinuteLatency.objects.filter(
+        service=service, minute__gte=first
+    ).values_list("version", "minute", "bucket", "weight"):
+        answer[version][minute // step * step].add(0, 0, {bucket: weight})
+    return answer
+
+
+def _series(
+    service: str, since: int, step: int, value: Callable[[Figures], float | None]
+) -> dict[str, list[list[float]]]:
+    series: dict[str, list[list[float]]] = {}
+    for version, steps in sorted(_steps(service, since, step).items()):
+        points = [
+            [ts, figure, figures.total]
+            for ts, figures in sorted(steps.items())
+            if (figure := value(figures)) is not None
+        ]
+        if points:
+            series[version] = points
+    return series
+
+
+def success_rate_series(service: str, since: int, step: int) -> dict[str, list[list[float]]]:
+    """{version: [[ts, success rate %, total], ...]} for the steps with requests."""
+    return _series(service, since, step, Figures.success_rate)
+
+
+def latency_series(service: str, since: int, step: int) -> dict[str, list[list[float]]]:
+    """{version: [[ts, p95 ms, total], ...]} for the steps with a reported latency."""
+    return _series(service, since, step, Figures.p95)
+
+
+def _window(figures: Figures, span: int) -> events.MetricsWindow:
+    return events.MetricsWindow(
+        total=figures.total,
+        errors=figures.errors,
+        success_rate=figures.success_rate(),
+        rate_per_s=round(figures.total / span, 3),
+        latency_ms_p95=figures.p95(),
+    )
+
+
+def live_updates(now: int) -> list[events.MetricsUpdated]:
+    """One update per series with traffic in the last 10 s, its windows ending at `now`."""
+    at = time.time()
+    return [
+        events.MetricsUpdated(
+            service=service,
+            version=version,
+            ts=now,
+            at=at,
+            windows={name: _window(spans[name], live.SPANS[name]) for name in live.SPANS},
+        )
+        for (service, version), spans in live.store().figures(now).items()
+    ]
+
+
+def publish_live(now: int | None = None) -> int:
+    """Send the live figures of second `now` (default: the current one) to the pages
+    watching, unless they were sent for it already (beat runs this twice a second: a beat
+    interval drifts late, and at one a second it would skip seconds). Answers how many
+    updates were sent."""
+    second = int(time.time()) if now is None else now
+    if not live.store().claim(second):
+        return 0
+    updates = live_updates(second)
+    events.publish(*updates)
+    return len(updates)
+
+
+def prune(now: float | None = None) -> int:
+    """Delete the rollups older than METRICS_RETENTION_DAYS; answers how many."""
+    now = time.time() if now is None else now
+    oldest = int(now - settings.METRICS_RETENTION_DAYS * 86400)
+    deleted, _ = MinuteRollup.objects.filter(minute__lt=oldest // 60 * 60).delete()
+    MinuteLatency.objects.filter(minute__lt=oldest // 60 * 60).delete()
+    return deleted

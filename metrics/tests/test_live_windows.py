@@ -1,0 +1,58 @@
+"""The live windows, on both backends: sliding spans, counted once, withdrawn on failure."""
+
+import time
+
+import pytest
+
+from metrics import latency
+from metrics.samples import Sample
+
+
+def s(ts, total=10, errors=0, p95=5.0, service="user-app", version="V1"):
+    return Sample(service, version, ts, total, errors, p95)
+
+
+def test_each_span_sums_the_seconds_inside_it(windows):
+    now = int(time.time())
+    windows.accept("gw-1", [s(now, 10, 1), s(now - 9, 20), s(now - 10, 40, 4), s(now - 299, 80)])
+    windows.accept("gw-2", [s(now, 5, 5, p95=900.0), s(now - 300, 1000)])
+    spans = windows.figures(now)[("user-app", "V1")]
+    assert (spans["10s"].total, spans["10s"].errors) == (35, 6)
+    assert (spans["1m"].total, spans["1m"].errors) == (75, 10)
+    assert (spans["5m"].total, spans["5m"].errors) == (155, 10)
+    # 5 of 35 requests at 900 ms are more than 5 %: the p95 is theirs.
+    assert spans["10s"].p95() == latency.upper_edge(latency.bucket_of(900.0))
+    assert spans["5m"].p95() == latency.upper_edge(latency.bucket_of(5.0))
+
+
+def test_only_series_with_traffic_in_the_last_10_s_are_active(windows):
+    now = int(time.time())
+    windows.accept("gw-1", [s(now - 5, version="V2"), s(now - 30, version="V1")])
+    assert list(windows.figures(now)) == [("user-app", "V2")]
+
+
+def test_a_sample_is_counted_once_per_gateway_and_withdrawn_on_failure(windows):
+    now = int(time.time())
+    assert windows.accept("gw-1", [s(now)]) == [s(now)]
+    assert windows.accept("gw-1", [s(now), s(now - 1)]) == [s(now - 1)]
+    assert windows.accept("gw-2", [s(now)]) == [s(now)]
+    assert windows.ingested() == 3
+    windows.withdraw("gw-2", [s(now)])
+    assert windows.ingested() == 2
+    assert windows.figures(now)[("user-app", "V1")]["10s"].total == 20
+    assert windows.accept("gw-2", [s(now)]) == [s(now)], "a withdrawn sample counts when re-sent"
+
+
+@pytest.mark.parametrize("service", ["odd/name with spaces", 'quote"d:name'])
+def test_any_service_name_round_trips(windows, service):
+    now = int(time.time())
+    windows.accept("gw-1", [s(now, service=service)])
+    assert list(windows.figures(now)) == [(service, "V1")]
+
+
+def test_each_second_is_claimed_once_and_never_an_older_one(windows):
+    now = int(time.time())
+    assert windows.claim(now)
+    assert not windows.claim(now)
+    assert not windows.claim(now - 1)
+    assert windows.claim(now + 1)

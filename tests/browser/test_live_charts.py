@@ -1,0 +1,142 @@
+"""Issue 12: an operator watches a release on the service page. Traffic with errors for V2,
+sent by a gateway through the real ingestion API, pulls V2's success-rate line below V1's
+without a reload (over /ws/live/, from the beat job inside the real ASGI server), and a
+revision published meanwhile appears as a marker on the time axis. The figures are read
+from what the chart plots (its data attributes), not from a screenshot."""
+
+import json
+import threading
+import time
+
+import httpx
+import pytest
+
+from accounts.models import ApiToken
+from gateways.models import Gateway
+from registry_sync.models import Service
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def server_url(asgi_server):
+    return asgi_server.url
+
+
+class Traffic:
+    """A gateway posting one sample per version every half second, for the second before,
+    with the error counts the test sets (`errors[version]` of 100 requests)."""
+
+    def __init__(self, url: str, name: str, token: str):
+        self.client = httpx.Client(base_url=url, headers={"Authorization": f"Token {token}"})
+        self.name = name
+        self.errors = {"V1": 0, "V2": 0}
+        self.stop = threading.Event()
+        self.failures: list[str] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def send(self, ts: int) -> None:
+        samples = [
+            {
+                "service": "user-app",
+                "version": v,
+                "ts": ts,
+                "window_s": 1,
+                "total": 100,
+                "errors": e,
+                "latency_ms_p95": 12.0 if v == "V1" else 30.0,
+            }
+            for v, e in self.errors.items()
+        ]
+        answer = self.client.post(
+            "/api/v1/metrics/", json={"gateway": self.name, "samples": samples}
+        )
+        if answer.status_code != 202:
+            self.failures.append(f"{answer.status_code} {answer.text[:200]}")
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.5):
+            self.send(int(time.time()) - 1)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stop.set()
+        self.thread.join(5)
+        self.client.close()
+
+
+def last_points(page) -> dict:
+    return json.loads(page.locator("#chart-success").get_attribute("data-last") or "{}")
+
+
+def test_v2_errors_pull_its_line_below_v1_live_and_a_revision_is_marked(
+    page, asgi_server, make_role_user, log_in, screenshot
+):
+    Service.objects.create(name="user-app")
+    make_role_user("vera", "viewer")
+    operator = make_role_user("olga", "operator")
+    _, operator_key = ApiToken.objects.issue(operator)
+    _, gateway_token, _ = Gateway.objects.create_with_credentials(name="edge", mode=Gateway.PULL)
+    with Traffic(asgi_server.url, "edge", gateway_token) as traffic:
+        now = int(time.time())
+        for ts in range(now - 20, now):  # healthy history for both versions
+            traffic.send(ts)
+        log_in("vera")
+        page.goto("/services/user-app/")
+        page.evaluate("window.notReloaded = true")
+        page.wait_for_function(
+            "() => { const l = JSON.parse(document.getElementById('chart-success').dataset.last"
+            " || '{}'); return l.V1 && l.V2 && l.V1.value === 100 && l.V2.value === 100; }"
+        )
+        assert (
+            page.locator('#version-status [data-version="V2"]').get_attribute("data-state") == "ok"
+        )
+
+        traffic.errors["V2"] = 40
+        page.wait_for_function(
+            "() => { const l = JSON.parse(document.getElementById('chart-success').dataset.last"
+            " || '{}'); return l.V2 && l.V1 && l.V2.value < 80 && l.V1.value === 100; }",
+            timeout=15_000,
+        )
+        points = last_points(page)
+        assert points["V2"]["value"] < points["V1"]["value"]
+        assert points["V2"]["ts"] >= now, "the lowered point is a live one, not history"
+
+        answer = httpx.patch(
+            asgi_server.url + "/api/v1/policy/",
+            json={"percent": 7},
+            headers={"Authorization": f"Token {operator_key}"},
+        )
+        assert answer.status_code == 200, answer.text
+        revision = answer.json()["revision"]
+        page.wait_for_function(
+            f"() => (document.getElementById('traffic').dataset.markers || '').includes("
+            f"'revision {revision}')",
+            timeout=10_000,
+        )
+        assert page.evaluate("window.notReloaded") is True
+        screenshot("service-traffic-live")
+    assert not traffic.failures, traffic.failures
+
+
+def test_the_overview_shows_each_versions_live_success_and_the_gray_delta(
+    page, asgi_server, make_role_user, log_in
+):
+    Service.objects.create(name="user-app")
+    make_role_user("vera", "viewer")
+    _, gateway_token, _ = Gateway.objects.create_with_credentials(name="edge", mode=Gateway.PULL)
+    with Traffic(asgi_server.url, "edge", gateway_token) as traffic:
+        traffic.errors["V2"] = 10
+        log_in("vera")
+        page.goto("/")
+        row = page.locator('#service-table tr[data-service="user-app"]')
+        delta = row.locator(".overview-delta")
+        delta.wait_for(timeout=10_000)
+        assert float(delta.get_attribute("data-delta")) == pytest.approx(-10.0)
+        assert "worse" in delta.get_attribute("class")
+        assert row.locator('.version-health[data-version="V2"] svg.sparkline').count() == 1
+        assert "90.00 %" in row.locator('.version-health[data-version="V2"]').inner_text()
+    assert not traffic.failures, traffic.failures
