@@ -2,11 +2,14 @@
 ASGI (uvicorn) and WSGI (wsgiref, threaded) middleware, asyncio tasks, threads, pools, and
 outgoing httpx (sync, async) and requests calls."""
 
+import asyncio
 import sys
 
 import httpx
 import pytest
 
+from dataplane.sdk.flag import current_flag, use_flag
+from dataplane.sdk.middleware import GrayFlagASGIMiddleware, GrayFlagWSGIMiddleware
 from tests.processes import Process, free_port
 
 GRAY_BAGGAGE = "graylane.gray=GRAY"
@@ -81,6 +84,34 @@ def test_wsgi_middleware_sets_and_clears_the_flag(wsgi):
             "flag": "GRAY",
             "requests": {"header": "GRAY", "baggage": f"tenant=acme,{GRAY_BAGGAGE}"},
         }
-        # wsgiref serves one request after another on one thread: nothing is left behind.
+        # The same thread's next request, without the header, has no flag.
         for _ in range(2):
             assert client.get("/flag").json() == {"flag": None}
+
+
+def test_the_middleware_restores_the_callers_flag_when_the_request_is_over():
+    seen = []
+
+    def wsgi_app(environ, start_response):
+        start_response("200 OK", [])
+        return iter([current_flag().encode()])
+
+    with use_flag("PROD"):
+        body = GrayFlagWSGIMiddleware(wsgi_app)({"HTTP_X_GRAY_STATUS": "GRAY"}, lambda *a: None)
+        seen.append(b"".join(body))  # the body is read with the request's flag
+        assert current_flag() == "GRAY"  # until the server closes the response (PEP 3333)
+        body.close()
+        assert current_flag() == "PROD"
+
+    async def asgi_app(scope, receive, send):
+        seen.append(current_flag())
+        raise RuntimeError("the app failed")
+
+    async def serve_one():
+        scope = {"type": "http", "headers": [(b"x-gray-status", b"GRAY")]}
+        with pytest.raises(RuntimeError):
+            await GrayFlagASGIMiddleware(asgi_app)(scope, None, None)
+        return current_flag()
+
+    assert asyncio.run(serve_one()) is None
+    assert seen == [b"GRAY", "GRAY"]
