@@ -86,6 +86,17 @@ def _answers(url: str, headers: dict[str, str] | None = None) -> httpx.Response 
         return None
 
 
+def _check_free(host: str, port: int, what: str) -> None:
+    """Fail fast, and say which setting to change, when something else holds a port: the
+    readiness probes would otherwise talk to that something."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise SystemExit(f"{what}: cannot listen on {host}:{port} ({exc.strerror})") from None
+
+
 def _listening(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
@@ -130,6 +141,13 @@ class Fleet:
             time.sleep(0.1)
         return True
 
+    def check_ports(self) -> None:
+        _check_free(self.host, self.port, "the dashboard (PORT)")
+        if not self.args.no_demo:
+            _check_free("127.0.0.1", self.gateway_port, "the demo gateway (GATEWAY_PORT)")
+            for instance in INSTANCES:
+                _check_free("127.0.0.1", instance.port, f"{instance.name} ({instance.port_env})")
+
     def start_dashboard(self) -> None:
         args = [sys.executable, "-m", "uvicorn", "--host", self.host, "--port", str(self.port)]
         # No access log: the fleet's beats and lookups would bury everything else.
@@ -158,13 +176,12 @@ class Fleet:
             lambda: all(_listening(instance.port) for instance in INSTANCES),
             FLEET_READY_TIMEOUT_S,
         )
+        # The token in the environment, not on the command line every local user can read.
         token = Path(self.args.gateway_token_file).read_text().strip()
         args = [sys.executable, "-m", "dataplane.gateway", "--dashboard", self.dashboard_url]
-        args += ["--token", token, "--name", self.args.gateway_name]
-        args += ["--listen", f"127.0.0.1:{self.gateway_port}"]
-        if self.args.gateway_cache_file:
-            args += ["--cache-file", self.args.gateway_cache_file]
-        self._start("gateway", args)
+        args += ["--name", self.args.gateway_name, "--listen", f"127.0.0.1:{self.gateway_port}"]
+        args += ["--cache-file", self.args.gateway_cache_file]
+        self._start("gateway", args, {**os.environ, "GATEWAY_TOKEN": token})
         routed = self._wait("gateway", self._routes_both_ways, FLEET_READY_TIMEOUT_S)
         self._start(
             "traffic",
@@ -208,7 +225,8 @@ class Fleet:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for child in reversed(self.children):
             child.stop(STOP_TIMEOUT_S)
-        log.info("stopped %d processes", len(self.children))
+        count = len(self.children)
+        log.info("stopped %d process%s", count, "" if count == 1 else "es")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -240,10 +258,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the readiness probes
     fleet = Fleet(parse_args(argv))
     signal.signal(signal.SIGINT, fleet.on_signal)
     signal.signal(signal.SIGTERM, fleet.on_signal)
     try:
+        fleet.check_ports()
         fleet.start_dashboard()
         if not fleet.args.no_demo:
             fleet.start_fleet()
