@@ -156,7 +156,7 @@ class Lifecycle:
                     self._take_signals()
                     self._sequence = asyncio.create_task(self._start_sequence())
                 else:
-                    self._sequence = asyncio.create_task(self._register())
+                    self._sequence = asyncio.create_task(self._naive_start())
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await self._stop()
@@ -187,10 +187,7 @@ class Lifecycle:
         await self._port_answers()
         self.state = "warming"
         began = time.monotonic()
-        for warmup in self.warmups:
-            result = warmup()
-            if inspect.isawaitable(result):
-                await result
+        await self._warm_up()
         replayed, complete = await self._replay() if self.replay else (0, True)
         self._report(
             "warmed_up",
@@ -199,6 +196,20 @@ class Lifecycle:
             complete=complete,
         )
         await self._register()
+
+    async def _naive_start(self) -> None:
+        """Registered at once, warm or not, as a service without the SDK would be."""
+        registering = asyncio.create_task(self._register())
+        began = time.monotonic()
+        await self._warm_up()
+        self._report("warmed_up", warmup_s=round(time.monotonic() - began, 3))
+        await registering
+
+    async def _warm_up(self) -> None:
+        for warmup in self.warmups:
+            result = warmup()
+            if inspect.isawaitable(result):
+                await result
 
     async def _replay(self) -> tuple[int, bool]:
         assert self.replay is not None
