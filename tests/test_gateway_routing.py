@@ -95,9 +95,7 @@ def test_a_listed_user_goes_to_gray(lab, two_versions):
     assert get(gateway, **{"X-User-No": "1002"}).json()["version"] == "V1"
 
 
-def test_a_listed_network_goes_to_gray_via_x_forwarded_for_from_a_trusted_proxy(
-    lab, two_versions
-):
+def test_a_listed_network_goes_to_gray_via_x_forwarded_for_from_a_trusted_proxy(lab, two_versions):
     lab.policy(ips=["203.0.113.0/24"])
     trusting = lab.start_gateway("--trusted-proxies", "127.0.0.0/8", name="gw-trusting")
     answer = get(trusting, **{"X-Forwarded-For": "203.0.113.9"}).json()
@@ -118,13 +116,9 @@ def test_the_loopback_caller_is_the_local_city_and_a_listed_ip(lab, two_versions
     assert get(restarted).json()["version"] == "V2"
 
 
-def test_a_listed_city_goes_to_gray_via_geoip_and_via_the_trusted_city_header(
-    lab, two_versions
-):
+def test_a_listed_city_goes_to_gray_via_geoip_and_via_the_trusted_city_header(lab, two_versions):
     lab.policy(cities=["London", "Paris"])
-    gateway = lab.start_gateway(
-        "--trusted-proxies", "127.0.0.1/32", "--geoip", str(GEOIP_TEST_DB)
-    )
+    gateway = lab.start_gateway("--trusted-proxies", "127.0.0.1/32", "--geoip", str(GEOIP_TEST_DB))
     # The GeoIP2 test database puts 81.2.69.142 in London.
     assert get(gateway, **{"X-Forwarded-For": "81.2.69.142"}).json()["version"] == "V2"
     assert get(gateway, **{"X-Forwarded-For": "198.51.100.1"}).json()["version"] == "V1"
