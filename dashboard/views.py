@@ -14,7 +14,7 @@ from audit.models import AuditEntry
 from gateways.models import Gateway
 from gateways.views import BADGES, status_rows
 from registry_sync.models import Instance, Registry, Service
-from registry_sync.services import bring_online, take_offline
+from registry_sync.services import bring_online, lifecycle_timelines, take_offline
 from releases.documents import policy_of
 from releases.models import Revision
 from releases.publishing import StaleRevision, load_state
@@ -185,6 +185,7 @@ def service_detail(request, name):
             "state": state,
             "instances": service.instances.order_by("host", "port"),
             "drain_seconds": settings.DRAIN_SECONDS,
+            "lifecycle": lifecycle_timelines(service.name),
         },
         status=status,
     )

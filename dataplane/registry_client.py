@@ -194,6 +194,18 @@ class NamingClient:
         )
         await self._call("POST", "/v1/ns/instance", params)
 
+    async def update(self, instance: Instance) -> None:
+        """PUT /v1/ns/instance: a full update (weight, enabled, metadata) of a registered
+        instance; the service SDK takes an instance out of traffic with `enabled=false`
+        while its heartbeats go on."""
+        params = self._instance_params(instance)
+        params.update(
+            weight=str(instance.weight),
+            enabled=_flag(instance.enabled),
+            metadata=json.dumps(dict(instance.metadata), separators=(",", ":")),
+        )
+        await self._call("PUT", "/v1/ns/instance", params)
+
     async def deregister(self, instance: Instance) -> None:
         """DELETE /v1/ns/instance (Nacos answers ok also for an unknown instance)."""
         await self._call("DELETE", "/v1/ns/instance", self._instance_params(instance))
