@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 GROUP = "live"
 # The consumer's handler method for MESSAGE_TYPE is `live_event`.
@@ -46,6 +46,19 @@ class GatewayStatusChanged(Event):
     """One gateway's status fields, as the gateways API shows them."""
 
     kind: ClassVar[str] = "gateway"
+
+
+def watched() -> bool:
+    """Whether a live page may be listening. False only when the channel layer can tell
+    that nobody is (the in-memory layer holds its groups; Redis's layer cannot say), so
+    that a publisher can skip building events that no one would receive. Safe from any
+    thread."""
+    layer = get_channel_layer()
+    if layer is None:
+        return False
+    if isinstance(layer, InMemoryChannelLayer):
+        return bool(layer.groups.get(GROUP))
+    return True
 
 
 def publish(*events: Event) -> None:
