@@ -30,9 +30,9 @@ import httptools
 
 from dataplane.gateway.headers import (
     GRAY_STATUS,
+    HOP_BY_HOP,
     SHUTTING_DOWN,
     connection_listed,
-    is_hop_by_hop,
     strip_gray_baggage,
 )
 from dataplane.gateway.metrics import Metrics
@@ -44,7 +44,7 @@ from dataplane.gateway.upstream import (
     UpstreamError,
     UpstreamPool,
 )
-from routing_engine import CallerResolver
+from routing_engine import FLAGS, CallerResolver
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,18 @@ REPLAY_LIMIT = 1 << 20
 # Body bytes waiting for an upstream connection before the client is asked to pause.
 PENDING_LIMIT = 1 << 18
 NO_VERSION = "none"
+# Request headers the gateway drops, rewrites or reads before passing the rest on.
+_HANDLED = HOP_BY_HOP | {
+    b"content-length",
+    b"x-forwarded-for",
+    b"x-forwarded-proto",
+    GRAY_STATUS,
+    b"expect",
+    b"baggage",
+    b"host",
+}
+_FLAG_BYTES = {flag: flag.encode() for flag in FLAGS}
+_NOTHING: frozenset[bytes] = frozenset()
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 
 
@@ -88,6 +100,7 @@ class Exchange:
         "method",
         "url",
         "headers",
+        "listed",
         "version",
         "keep_alive",
         "body_framing",
@@ -109,11 +122,14 @@ class Exchange:
         "failed",
     )
 
-    def __init__(self, client: ClientConnection, url: bytes, headers: list, parser) -> None:
+    def __init__(
+        self, client: ClientConnection, url: bytes, headers: list, listed: frozenset, parser
+    ) -> None:
         self.client = client
         self.method: bytes = parser.get_method()
         self.url = url
         self.headers: list[tuple[bytes, bytes]] = headers
+        self.listed = listed  # what the Connection header declares hop-by-hop
         self.version: str = parser.get_http_version()
         self.keep_alive: bool = parser.should_keep_alive()
         # How the body goes upstream: b"" (none), b"length" or b"chunked" (re-chunked).
@@ -196,11 +212,12 @@ class Exchange:
                 upstream.close()
             return
         self.status = status
-        listed = connection_listed(headers)
+        listed = connection_listed(headers) if any(n == b"connection" for n, _ in headers) else ()
         lines = [b"HTTP/1.1 %d %b\r\n" % (status, reason or _REASONS.get(status, b"Unknown"))]
         for name, value in headers:
-            if not is_hop_by_hop(name, listed):
-                lines.append(b"%b: %b\r\n" % (name, value))
+            if name in HOP_BY_HOP or name in listed or name[:6] == b"proxy-":
+                continue
+            lines += (name, b": ", value, b"\r\n")
         if length is None or length < 0:
             if self.version == "1.1":
                 self.chunked_out = True
@@ -275,10 +292,12 @@ class ClientConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpRequestParser(self)
         self.peer = ""
+        self.peer_bytes = b""
         self.queue: deque[Exchange] = deque()  # the first is being answered
         self.parsing: Exchange | None = None
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
+        self._connection = False  # the request has a Connection header
         self._idle_timer: asyncio.TimerHandle | None = None
         self._paused_by: set[int] = set()
         self._closing = False
@@ -288,6 +307,7 @@ class ClientConnection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if peer else ""
+        self.peer_bytes = self.peer.encode()
         self._arm_idle()
 
     def data_received(self, data: bytes) -> None:
@@ -326,16 +346,21 @@ class ClientConnection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._url = b""
         self._headers = []
+        self._connection = False
 
     def on_url(self, url: bytes) -> None:
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers.append((name.lower(), value))
+        name = name.lower()
+        self._headers.append((name, value))
+        if name == b"connection":
+            self._connection = True
 
     def on_headers_complete(self) -> None:
         self._cancel_idle()
-        exchange = Exchange(self, self._url, self._headers, self.parser)
+        listed = connection_listed(self._headers) if self._connection else _NOTHING
+        exchange = Exchange(self, self._url, self._headers, listed, self.parser)
         self.parsing = exchange
         self.queue.append(exchange)
         if len(self.queue) == 1:
@@ -407,39 +432,45 @@ class ClientConnection(asyncio.Protocol):
 
     def _upstream_head(self, exchange: Exchange, table: RoutingTable) -> tuple[bytes, str]:
         """The request head for the instance, and the request's gray flag."""
-        headers = exchange.headers
-        listed = connection_listed(headers)
+        listed = exchange.listed
+        decision_headers = table.decision_headers
         decide_on: dict[str, str] = {}
         forwarded_for = forwarded_proto = None
-        lines = [b"%b %b HTTP/1.1\r\n" % (exchange.method, exchange.url)]
+        lines = [exchange.method, b" ", exchange.url, b" HTTP/1.1\r\n"]
         has_host = False
         expect_continue = False
-        for name, value in headers:
-            if is_hop_by_hop(name, listed):
-                continue
-            if name == b"content-length":
-                if exchange.body_framing == b"length":
-                    lines.append(b"content-length: %b\r\n" % value)
-                continue
-            if name == b"x-forwarded-for":
-                forwarded_for = value if forwarded_for is None else forwarded_for + b", " + value
-                continue
-            if name == b"x-forwarded-proto":
-                forwarded_proto = value
-                continue
-            if name == GRAY_STATUS:
-                continue
-            if name == b"expect":
-                expect_continue = value.strip().lower() == b"100-continue"
-                continue
-            if name == b"baggage":
-                value = strip_gray_baggage(value)
-                if not value:
+        # Most headers pass as they are; the few the gateway acts on are picked out by one
+        # set lookup (this loop runs for every header of every request).
+        for name, value in exchange.headers:
+            if name in _HANDLED or name in listed or name[:6] == b"proxy-":
+                if name in HOP_BY_HOP or name in listed or name[:6] == b"proxy-":
                     continue
-            elif name == b"host":
-                has_host = True
-            decide_on[name.decode("latin-1")] = value.decode("latin-1")
-            lines.append(b"%b: %b\r\n" % (name, value))
+                if name == b"content-length":
+                    if exchange.body_framing == b"length":
+                        lines += (b"content-length: ", value, b"\r\n")
+                    continue
+                if name == b"x-forwarded-for":
+                    forwarded_for = (
+                        value if forwarded_for is None else forwarded_for + b", " + value
+                    )
+                    continue
+                if name == b"x-forwarded-proto":
+                    forwarded_proto = value
+                    continue
+                if name == GRAY_STATUS:
+                    continue
+                if name == b"expect":
+                    expect_continue = value.strip().lower() == b"100-continue"
+                    continue
+                if name == b"baggage":
+                    value = strip_gray_baggage(value)
+                    if not value:
+                        continue
+                elif name == b"host":
+                    has_host = True
+            if name in decision_headers:
+                decide_on[name.decode("latin-1")] = value.decode("latin-1")
+            lines += (name, b": ", value, b"\r\n")
         if exchange.body_framing == b"chunked":
             lines.append(b"transfer-encoding: chunked\r\n")
         peer = self.peer
@@ -451,14 +482,18 @@ class ClientConnection(asyncio.Protocol):
         )
         decision = table.matcher.decide(decide_on, ip=client_ip, city=city or "")
         trusted = resolver.trusted and resolver.is_trusted(peer)
-        chain = (forwarded_for + b", " if forwarded_for else b"") + peer.encode()
-        lines.append(b"x-forwarded-for: %b\r\n" % chain)
+        chain = (forwarded_for + b", " if forwarded_for else b"") + self.peer_bytes
         proto = forwarded_proto if trusted and forwarded_proto else b"http"
-        lines.append(b"x-forwarded-proto: %b\r\n" % proto)
-        lines.append(b"x-gray-status: %b\r\n" % decision.flag.encode())
-        if not has_host:
-            lines.append(b"host: gateway\r\n")
-        lines.append(b"\r\n")
+        lines += (
+            b"x-forwarded-for: ",
+            chain,
+            b"\r\nx-forwarded-proto: ",
+            proto,
+            b"\r\nx-gray-status: ",
+            _FLAG_BYTES[decision.flag],
+            b"\r\n" if has_host else b"\r\nhost: gateway\r\n",
+            b"\r\n",
+        )
         if expect_continue and exchange.version == "1.1" and not exchange.body_done:
             self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         return b"".join(lines), decision.flag
