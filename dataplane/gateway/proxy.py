@@ -31,6 +31,8 @@ import httptools
 from dataplane.gateway.headers import (
     GRAY_STATUS,
     HOP_BY_HOP,
+    NOTHING,
+    PLAIN_CONNECTION,
     SHUTTING_DOWN,
     connection_listed,
     strip_gray_baggage,
@@ -66,7 +68,6 @@ _HANDLED = HOP_BY_HOP | {
     b"host",
 }
 _FLAG_BYTES = {flag: flag.encode() for flag in FLAGS}
-_NOTHING: frozenset[bytes] = frozenset()
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 
 
@@ -196,7 +197,7 @@ class Exchange:
         return self.replayable
 
     # Sink: the answer, as the instance sends it.
-    def response_head(self, status, reason, headers, length) -> None:
+    def response_head(self, status, reason, headers, listed, length) -> None:
         waiter = self.head_waiter
         if (
             status == 503
@@ -212,7 +213,6 @@ class Exchange:
                 upstream.close()
             return
         self.status = status
-        listed = connection_listed(headers) if any(n == b"connection" for n, _ in headers) else ()
         lines = [b"HTTP/1.1 %d %b\r\n" % (status, reason or _REASONS.get(status, b"Unknown"))]
         for name, value in headers:
             if name in HOP_BY_HOP or name in listed or name[:6] == b"proxy-":
@@ -297,8 +297,9 @@ class ClientConnection(asyncio.Protocol):
         self.parsing: Exchange | None = None
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
-        self._connection = False  # the request has a Connection header
+        self._connection = False  # the request's Connection header names other headers
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._idle_since: float | None = None  # None: a request is being read or answered
         self._paused_by: set[int] = set()
         self._closing = False
 
@@ -324,7 +325,9 @@ class ClientConnection(asyncio.Protocol):
                 self._close()
 
     def connection_lost(self, exc) -> None:
-        self._cancel_idle()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
         for exchange in self.queue:
             exchange.abort()
         self.queue.clear()
@@ -354,12 +357,12 @@ class ClientConnection(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         name = name.lower()
         self._headers.append((name, value))
-        if name == b"connection":
+        if name == b"connection" and value.lower() not in PLAIN_CONNECTION:
             self._connection = True
 
     def on_headers_complete(self) -> None:
         self._cancel_idle()
-        listed = connection_listed(self._headers) if self._connection else _NOTHING
+        listed = connection_listed(self._headers) if self._connection else NOTHING
         exchange = Exchange(self, self._url, self._headers, listed, self.parser)
         self.parsing = exchange
         self.queue.append(exchange)
@@ -643,14 +646,29 @@ class ClientConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    # The idle timeout: one timer per connection that re-arms itself, not a timer made and
+    # cancelled for every request of a kept-alive connection.
     def _arm_idle(self) -> None:
-        self._cancel_idle()
-        self._idle_timer = self.loop.call_later(self.context.idle_timeout, self._close)
+        self._idle_since = self.loop.time()
+        if self._idle_timer is None:
+            self._idle_timer = self.loop.call_later(self.context.idle_timeout, self._check_idle)
 
     def _cancel_idle(self) -> None:
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
+        self._idle_since = None
+
+    def _check_idle(self) -> None:
+        self._idle_timer = None
+        if self.transport is None:
+            return
+        timeout = self.context.idle_timeout
+        if self._idle_since is None:
+            remaining = timeout
+        else:
+            remaining = self._idle_since + timeout - self.loop.time()
+            if remaining <= 0:
+                self._close()
+                return
+        self._idle_timer = self.loop.call_later(remaining, self._check_idle)
 
 
 def _time_out(waiter: asyncio.Future) -> None:
