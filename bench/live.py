@@ -87,7 +87,7 @@ def parse_args():
     parser.add_argument("--clients", type=int, help="websocket clients (100; --quick: 20)")
     parser.add_argument("--services", type=int, default=2, help="services (2)")
     parser.add_argument("--versions", type=int, default=2, help="versions per service (2)")
-    parser.add_argument("--warmup", type=int, default=3, help="seconds posted, not measured (3)")
+    parser.add_argument("--warmup", type=int, default=5, help="seconds posted, not measured (5)")
     parser.add_argument(
         "--redis", help="redis://... (a celery worker publishes); default: no Redis"
     )
@@ -335,16 +335,19 @@ def report(args, database: str, result: dict) -> None:
         f"{args.warmup} s warm-up + {args.seconds} s measured"
     )
     print(f"percentiles: {PERCENTILE_METHOD}")
+    first, last = result["measured"]
     print(
-        f"ingested: {accepted} of {samples} samples in {len(posts)} posts, "
-        f"{accepted / elapsed.wall:.0f} samples/s ({len(posts) / elapsed.wall:.1f} posts/s)"
+        f"ingested: {accepted} of {samples} samples in {len(posts)} posts started in the "
+        f"{last - first:.0f} s measured, {accepted / (last - first):.0f} samples/s "
+        f"({len(posts) / (last - first):.1f} posts/s)"
     )
     cpu = f"server {result['server_cpu'] / max(accepted, 1) * 1e6:.0f} µs"
     if result["worker_cpu"] is not None:
         cpu += f" + celery worker {result['worker_cpu'] / max(accepted, 1) * 1e6:.0f} µs"
     busy = (result["server_cpu"] + (result["worker_cpu"] or 0)) / elapsed.wall
     print(
-        f"CPU per sample (user + sys over {elapsed.wall:.1f} s wall): {cpu}; "
+        f"CPU per sample (user + sys over {elapsed.wall:.1f} s wall, to the last answer): "
+        f"{cpu}; "
         f"server side busy {busy:.0%} of one core; this process (gateways + clients) "
         f"{elapsed.cpu / elapsed.wall:.0%} of one core"
     )
@@ -355,7 +358,6 @@ def report(args, database: str, result: dict) -> None:
         print(f"FAILED posts (not counted above): {dict(counts)}")
     dropped = sum(1 for c in clients if c.closed is not None)
     if clients:
-        first, last = result["measured"]
         arrived_then = sum(
             1 for c in clients for seen in c.seen.values() for _, at in seen if first <= at < last
         )
