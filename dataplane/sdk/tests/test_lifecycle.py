@@ -3,6 +3,7 @@ Nacos contract fake: registered only once warm; on SIGTERM disabled first (still
 the shutting-down marker for new requests, the drain period honoured while requests keep
 coming, deregistered last; and the configuration read from the environment."""
 
+import asyncio
 import signal
 import sys
 import time
@@ -10,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from dataplane.sdk.lifecycle import SHUTTING_DOWN_HEADER, from_env
+from dataplane.sdk.lifecycle import SHUTTING_DOWN_HEADER, Lifecycle, from_env
 from tests.fakes.nacos_fake import FakeNacos
 from tests.processes import Process, free_port
 
@@ -107,3 +108,53 @@ def test_from_env_configures_the_lifecycle():
     assert not naive.graceful and naive.replay.paths
     bare = {k: environ[k] for k in ("GRAYLANE_SERVICE", "GRAYLANE_VERSION", "GRAYLANE_PORT")}
     assert from_env(app, environ=bare).registry is None
+
+
+def run_lifespan(lifecycle) -> list[str]:
+    """Drive the lifespan protocol as uvicorn does: startup, then (if it worked) shutdown."""
+
+    async def drive() -> list[str]:
+        inbox: asyncio.Queue = asyncio.Queue()
+        sent: list[str] = []
+
+        async def send(message):
+            sent.append(message["type"])
+
+        await inbox.put({"type": "lifespan.startup"})
+        task = asyncio.create_task(lifecycle({"type": "lifespan", "state": {}}, inbox.get, send))
+        while not sent:
+            await asyncio.sleep(0.01)
+        if sent == ["lifespan.startup.complete"]:
+            await inbox.put({"type": "lifespan.shutdown"})
+        await asyncio.wait_for(task, 5)
+        return sent
+
+    return asyncio.run(drive())
+
+
+def test_the_wrapped_apps_own_lifespan_runs_inside_ours():
+    steps = []
+
+    async def app(scope, receive, send):
+        assert scope["type"] == "lifespan"
+        await receive()
+        steps.append("app started")
+        await send({"type": "lifespan.startup.complete"})
+        await receive()
+        steps.append("app stopped")
+        await send({"type": "lifespan.shutdown.complete"})
+
+    lifecycle = Lifecycle(app, service="svc", version="V1", port=1, graceful=False,
+                          app_lifespan=True)  # fmt: skip
+    assert run_lifespan(lifecycle) == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert steps == ["app started", "app stopped"]
+    assert lifecycle.state == "exited"
+
+
+def test_a_failing_app_startup_fails_ours():
+    async def app(scope, receive, send):
+        await receive()
+        raise RuntimeError("no database")
+
+    lifecycle = Lifecycle(app, service="svc", version="V1", port=1, app_lifespan=True)
+    assert run_lifespan(lifecycle) == ["lifespan.startup.failed"]
