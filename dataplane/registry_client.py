@@ -101,6 +101,7 @@ class NamingClient:
         namespace: str = DEFAULT_NAMESPACE,
         group: str = DEFAULT_GROUP,
         timeout: float = 3.0,
+        login_timeout: float = 10.0,
     ):
         self.server = server.rstrip("/")
         self.namespace = namespace
@@ -109,6 +110,8 @@ class NamingClient:
         self._password = password
         self._token = access_token
         self._token_renew_at = float("inf") if access_token else 0.0
+        # A login checks a password hash, slow on purpose (and slower on a busy server).
+        self._login_timeout = login_timeout
         self._login_lock = asyncio.Lock()
         self._http = httpx.AsyncClient(timeout=timeout)
 
@@ -130,6 +133,7 @@ class NamingClient:
             "POST",
             "/v1/auth/login",
             data={"username": self._username or "", "password": self._password or ""},
+            timeout=self._login_timeout,
         )
         body = response.json()
         ttl = float(body.get("tokenTtl") or 18000)
@@ -277,15 +281,18 @@ class Registration:
         self._task = asyncio.create_task(self._run(), name=f"registration {self.instance.port}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        if self.registered.is_set():
-            try:
-                await self.client.deregister(self.instance)
-            except RegistryError as exc:
-                log.warning("could not deregister %s: %s", self.instance, exc)
-            self.registered.clear()
+        """Stop beating and deregister: also when no registration was confirmed yet (one
+        may have reached the server), which Nacos answers ok for an unknown instance."""
+        if self._task is None:
+            return
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        self._task = None
+        try:
+            await self.client.deregister(self.instance)
+        except RegistryError as exc:
+            log.warning("could not deregister %s: %s", self.instance, exc)
+        self.registered.clear()
 
     async def _run(self) -> None:
         while True:

@@ -9,6 +9,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from graylane.env import env_bool, env_float, env_int, env_list, env_str
+from routing_engine import parse_networks
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("GRAYLANE_VAR_DIR", str(BASE_DIR / "var")))
@@ -279,6 +280,18 @@ GATEWAY_PUSH_CONCURRENCY = env_int("GATEWAY_PUSH_CONCURRENCY", 32, minimum=1)
 GATEWAY_RETRY_MAX_DELAY = env_float("GATEWAY_RETRY_MAX_DELAY", 30.0, minimum=1.0)
 GATEWAY_WAKEUP_CHANNEL = env_str("REDIS_PREFIX", "graylane") + ":gateways:generation"
 GATEWAY_SWEEP_SECONDS = max(1.0, GATEWAY_STALE_SECONDS / 3)
+
+# Who a caller is (routing_engine.caller), for the simulator as for the gateway: a GeoIP2 or
+# GeoLite2 City database for callers' cities, and the proxies whose X-Forwarded-For and
+# city header are believed.
+GEOIP_DATABASE = env_str("GEOIP_DATABASE")
+if GEOIP_DATABASE and not Path(GEOIP_DATABASE).is_file():
+    raise ImproperlyConfigured(f"GEOIP_DATABASE={GEOIP_DATABASE!r} is not a file.")
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", [])
+try:
+    parse_networks(TRUSTED_PROXIES)
+except ValueError as exc:
+    raise ImproperlyConfigured(f"TRUSTED_PROXIES: {exc}") from exc
 
 REGISTRY_TIMEOUT = env_float("REGISTRY_TIMEOUT", 3.0, minimum=0.1)
 # The embedded registry's naming API (/nacos/v1/ns/...) wants Nacos credentials: an

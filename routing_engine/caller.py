@@ -20,6 +20,22 @@ import geoip2.errors
 LOCAL_CITY = "local"
 
 _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+# Loopback, the private ranges (RFC 1918, unique-local IPv6) and link-local. Not Python's
+# is_private, which also counts the documentation ranges (198.51.100.0/24, ...): those are
+# stand-ins for public addresses.
+_LOCAL_NETWORKS = tuple(
+    ipaddress.ip_network(cidr)
+    for cidr in (
+        "127.0.0.0/8",
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "169.254.0.0/16",
+        "::1/128",
+        "fc00::/7",
+        "fe80::/10",
+    )
+)
 
 
 def parse_networks(entries: Iterable[str] | str) -> tuple[_Network, ...]:
@@ -90,7 +106,7 @@ class CallerResolver:
         address = _address(ip)
         if address is None:
             return None
-        if address.is_loopback or address.is_private or address.is_link_local:
+        if any(address in network for network in _LOCAL_NETWORKS):
             return LOCAL_CITY
         if self._reader is None:
             return None
@@ -99,13 +115,20 @@ class CallerResolver:
         except (geoip2.errors.AddressNotFoundError, ValueError):
             return None
 
+    def city(self, ip: str | None, city_header: str | None, trusted: bool) -> str | None:
+        """The city of a caller at `ip`: the city header's when the request came through a
+        trusted proxy, else the GeoIP answer for `ip` (`local` for this network)."""
+        if city_header and trusted:
+            return city_header.strip()
+        return self.city_of(ip) if ip else None
+
     def resolve(
         self, peer: str, forwarded_for: str | None = None, city_header: str | None = None
     ) -> tuple[str, str | None]:
+        """(client ip, city) of a request from `peer` carrying these headers' values."""
         ip = self.client_ip(peer, forwarded_for)
-        if city_header and self.trusted and self.is_trusted(peer):
-            return ip, city_header.strip()
-        return ip, self.city_of(ip)
+        trusted = bool(self.trusted) and self.is_trusted(peer)
+        return ip, self.city(ip, city_header, trusted)
 
     def close(self) -> None:
         if self._reader is not None:

@@ -9,12 +9,23 @@ import httpx
 import pytest
 
 from dataplane.registry_client import NamingClient
-from tests.demo_processes import FLEET_PASSWORD, FLEET_USER, DemoInstance, fresh_dashboard
+from tests.demo_processes import (
+    FLEET_PASSWORD,
+    FLEET_USER,
+    DemoInstance,
+    fresh_dashboard,
+    manage,
+)
 
 
 @pytest.fixture(scope="module")
-def dashboard(tmp_path_factory):
-    with fresh_dashboard(tmp_path_factory.mktemp("demo-services")) as server:
+def var_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("demo-services")
+
+
+@pytest.fixture(scope="module")
+def dashboard(var_dir):
+    with fresh_dashboard(var_dir) as server:
         yield server
 
 
@@ -86,6 +97,28 @@ def test_user_app_calls_the_order_app_version_its_flag_asks_for(fleet):
         assert seen == {"V1", "V2"}
 
 
+def test_an_instance_taken_offline_in_the_dashboard_gets_no_more_calls(fleet, dashboard, var_dir):
+    user_v1, _, order_v2 = fleet
+    token = manage(var_dir, "issue_token", "olga", "--role", "operator").strip().splitlines()[-1]
+    api = httpx.Client(base_url=dashboard.url, headers={"Authorization": f"Token {token}"})
+    instance_id = wait_for(  # once the registry sync has seen it
+        lambda: {
+            row["port"]: row["id"]
+            for row in api.get("/api/v1/services/order-app/instances/").json()["results"]
+        }.get(order_v2.port)
+    )
+
+    def gray_goes_to() -> str:
+        return hello(user_v1, **{"X-Gray-Status": "GRAY"}).json()["downstream"]["version"]
+
+    assert gray_goes_to() == "V2"
+    assert api.post(f"/api/v1/instances/{instance_id}/offline/").status_code == 202
+    # No gray instance left: GRAY falls back to prod (within the list's 1 s lifetime).
+    wait_for(lambda: gray_goes_to() == "V1", timeout=3)
+    assert api.post(f"/api/v1/instances/{instance_id}/online/").status_code == 202
+    wait_for(lambda: gray_goes_to() == "V2", timeout=10)
+
+
 def test_the_error_switch_of_an_instance(fleet):
     _, _, order_v2 = fleet
     switch = f"{order_v2.url}/order-app/-/errors"
@@ -117,3 +150,21 @@ def test_an_instance_registers_with_its_version_and_deregisters_when_stopped(das
         wait_for(lambda: registered(dashboard, "stock-app") == [(instance.port, "V3")])
     # Gone at once (the beat timeout would take 15 s): it deregistered on SIGTERM.
     assert registered(dashboard, "stock-app") == []
+
+
+def test_user_app_keeps_calling_order_app_while_the_registry_is_down(tmp_path):
+    with fresh_dashboard(tmp_path) as own_dashboard:
+        order = DemoInstance(own_dashboard.url, "order-app", "V1").start()
+        user = DemoInstance(own_dashboard.url, "user-app", "V1", "--downstream", "order-app")
+        try:
+            user.start()
+            wait_for(lambda: registered(own_dashboard, "order-app") == [(order.port, "V1")])
+            assert hello(user).json()["downstream"]["instance"] == f"127.0.0.1:{order.port}"
+            own_dashboard.stop()
+            time.sleep(1.5)  # past the list's lifetime: the next request reads it again
+            answer = hello(user)
+            assert answer.status_code == 200
+            assert answer.json()["downstream"]["instance"] == f"127.0.0.1:{order.port}"
+        finally:
+            user.stop()
+            order.stop()

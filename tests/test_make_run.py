@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.processes import BASE_DIR, free_port
 
@@ -123,6 +124,18 @@ def kill_all(popen: subprocess.Popen) -> None:
     popen.wait()
 
 
+def requests_seen(gateway: str, service: str) -> float:
+    """The gateway's request count for `service` (its Prometheus text at /metrics)."""
+    text = httpx.get(gateway + "/metrics", timeout=2).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "graylane_gateway_requests"
+        for sample in family.samples
+        if sample.labels.get("service") == service
+    )
+
+
 def chain(answer: dict) -> list[tuple[str, str, str]]:
     hops = []
     while answer:
@@ -133,7 +146,7 @@ def chain(answer: dict) -> list[tuple[str, str, str]]:
 
 def test_make_run_serves_the_scenarios_and_ctrl_c_stops_everything(tmp_path):
     port = free_port()
-    popen, env = make_run(tmp_path, port)
+    popen, env = make_run(tmp_path, port, DEMO_TRAFFIC_RATE="10")
     try:
         gateway = f"http://127.0.0.1:{env['GATEWAY_PORT']}"
         wait_for_hello(gateway, popen, tmp_path)
@@ -148,6 +161,11 @@ def test_make_run_serves_the_scenarios_and_ctrl_c_stops_everything(tmp_path):
                 break
         assert chain(gray.json()) == [("user-app", "V2", "GRAY"), ("order-app", "V2", "GRAY")]
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+        # The background traffic: only it asks for /order-app/hello through the gateway.
+        deadline = time.monotonic() + 15
+        while requests_seen(gateway, "order-app") == 0:
+            assert time.monotonic() < deadline, "no background traffic through the gateway"
+            time.sleep(0.2)
         started = descendants(popen.pid)
         assert len(started) >= 7  # dashboard, 4 instances, gateway, traffic (+ make's shell)
     except BaseException:

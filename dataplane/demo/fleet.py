@@ -66,7 +66,7 @@ INSTANCES = (
 
 
 class Stop(Exception):
-    """SIGINT or SIGTERM arrived."""
+    """A stop signal (SIGINT, SIGTERM, SIGHUP) arrived."""
 
 
 def _host_port(listen: str) -> tuple[str, int]:
@@ -160,12 +160,14 @@ class Fleet:
         )
 
     def start_fleet(self) -> None:
-        env = {**os.environ, "REGISTRY_PASSWORD": self.args.fleet_password}
+        # The fleet user's API token (demo_setup writes it): no password hash to check on
+        # every start, which a busy machine may take seconds for.
+        fleet_token = Path(self.args.fleet_token_file).read_text().strip()
+        env = {**os.environ, "REGISTRY_ACCESS_TOKEN": fleet_token}
         for instance in INSTANCES:
             args = [sys.executable, "-m", "dataplane.demo.service"]
             args += ["--service", instance.service, "--version", instance.version]
             args += ["--port", str(instance.port), "--registry", self.dashboard_url + "/nacos"]
-            args += ["--username", self.args.fleet_user]
             if instance.downstream:
                 args += ["--downstream", instance.downstream]
             if instance.version == "V2":
@@ -221,8 +223,8 @@ class Fleet:
 
     def stop(self) -> None:
         # Ignore further signals while stopping: a second Ctrl-C must not leave children.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
         for child in reversed(self.children):
             child.stop(STOP_TIMEOUT_S)
         count = len(self.children)
@@ -237,14 +239,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     var_dir = Path(os.environ.get("GRAYLANE_VAR_DIR") or "var")  # as graylane.settings
     parser.add_argument("--gateway-token-file", default=str(var_dir / "demo-gateway.token"))
     parser.add_argument("--gateway-cache-file", default=str(var_dir / "demo-gateway.cache.json"))
-    parser.add_argument("--fleet-user", default="demo-fleet")
-    parser.add_argument(
-        "--fleet-password", default=os.environ.get("DEMO_FLEET_PASSWORD") or "graylane-fleet"
-    )
+    parser.add_argument("--fleet-token-file", default=str(var_dir / "demo-fleet.token"))
     parser.add_argument(
         "--v2-error-rate",
         type=float,
-        default=float(os.environ.get("DEMO_V2_ERROR_RATE") or 0.02),
+        default=float(os.environ.get("DEMO_V2_ERROR_RATE") or 0.01),
         help="share of V2's answers that are an injected 500",
     )
     parser.add_argument(
@@ -260,8 +259,8 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # the readiness probes
     fleet = Fleet(parse_args(argv))
-    signal.signal(signal.SIGINT, fleet.on_signal)
-    signal.signal(signal.SIGTERM, fleet.on_signal)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: terminal closed
+        signal.signal(signum, fleet.on_signal)
     try:
         fleet.check_ports()
         fleet.start_dashboard()

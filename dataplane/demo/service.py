@@ -4,8 +4,9 @@ served by uvicorn, registered in the registry with its `version` while it runs.
     python -m dataplane.demo.service --service user-app --version V2 --port 7202 \\
         --registry http://127.0.0.1:8000/nacos --username demo-fleet --downstream order-app
 
-(the registry password comes from the environment, `REGISTRY_PASSWORD`, not the command
-line, which every local user can read.)
+Credentials come from the environment, not the command line every local user can read:
+`REGISTRY_PASSWORD` (with `--username`), or `REGISTRY_ACCESS_TOKEN` (an accessToken, or
+the API token of a `service` user, as the fleet of `make run` uses).
 
 The gateway forwards the whole path, service prefix included, so an instance answers:
 
@@ -22,6 +23,7 @@ The gateway forwards the whole path, service prefix included, so an instance ans
 from __future__ import annotations
 
 import argparse
+import asyncio
 import ipaddress
 import json
 import logging
@@ -57,31 +59,43 @@ _FLAG_HEADER = GRAY_STATUS_HEADER.lower().encode()
 
 class DownstreamBalancer:
     """Instances of the downstream service, from the registry, picked by gray flag with the
-    shared engine (routing_engine.select_instances + smooth weighted round robin)."""
+    shared engine (routing_engine.select_instances + smooth weighted round robin). The list
+    is read again at most every DOWNSTREAM_LIST_TTL_S, by one request at a time; while the
+    registry fails, the last list it gave stays in use."""
 
     def __init__(self, registry: NamingClient, service: str, *, prod: str, gray: str):
         self.registry = registry
         self.service = service
         self.prod, self.gray = prod, gray
-        self._instances: list[dict[str, Any]] = []
+        self._instances: list[dict[str, Any]] | None = None
         self._read_at = float("-inf")
+        self._refresh = asyncio.Lock()
         self._round_robin = SmoothWeightedRoundRobin()
 
     async def _current(self) -> list[dict[str, Any]]:
-        if time.monotonic() - self._read_at > DOWNSTREAM_LIST_TTL_S:
-            listed = await self.registry.list_instances(self.service, healthy_only=True)
-            self._instances = [
-                {
-                    "id": f"{i.ip}:{i.port}",
-                    "host": i.ip,
-                    "port": i.port,
-                    "version": i.version,
-                    "weight": i.weight,
-                }
-                for i in listed
-            ]
-            self._read_at = time.monotonic()
-        return self._instances
+        async with self._refresh:
+            if time.monotonic() - self._read_at > DOWNSTREAM_LIST_TTL_S:
+                try:
+                    await self._read()
+                except RegistryError as exc:
+                    if self._instances is None:
+                        raise
+                    log.warning("registry: %s; using the last %s list", exc, self.service)
+                self._read_at = time.monotonic()
+        return self._instances or []
+
+    async def _read(self) -> None:
+        listed = await self.registry.list_instances(self.service, healthy_only=True)
+        self._instances = [
+            {
+                "id": f"{i.ip}:{i.port}",
+                "host": i.ip,
+                "port": i.port,
+                "version": i.version,
+                "weight": i.weight,
+            }
+            for i in listed
+        ]
 
     async def pick(self, flag: str) -> Mapping[str, Any] | None:
         _, candidates = select_instances(await self._current(), flag, self.prod, self.gray)
@@ -237,7 +251,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     registry = NamingClient(
-        args.registry, username=args.username, password=os.environ.get("REGISTRY_PASSWORD")
+        args.registry,
+        username=args.username,
+        password=os.environ.get("REGISTRY_PASSWORD"),
+        access_token=os.environ.get("REGISTRY_ACCESS_TOKEN") or None,
     )
     app = DemoService(
         service=args.service,

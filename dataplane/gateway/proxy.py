@@ -30,9 +30,11 @@ import httptools
 
 from dataplane.gateway.headers import (
     GRAY_STATUS,
+    HOP_BY_HOP,
+    NOTHING,
+    PLAIN_CONNECTION,
     SHUTTING_DOWN,
     connection_listed,
-    is_hop_by_hop,
     strip_gray_baggage,
 )
 from dataplane.gateway.metrics import Metrics
@@ -44,7 +46,7 @@ from dataplane.gateway.upstream import (
     UpstreamError,
     UpstreamPool,
 )
-from routing_engine import CallerResolver
+from routing_engine import FLAGS, CallerResolver
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,17 @@ REPLAY_LIMIT = 1 << 20
 # Body bytes waiting for an upstream connection before the client is asked to pause.
 PENDING_LIMIT = 1 << 18
 NO_VERSION = "none"
+# Request headers the gateway drops, rewrites or reads before passing the rest on.
+_HANDLED = HOP_BY_HOP | {
+    b"content-length",
+    b"x-forwarded-for",
+    b"x-forwarded-proto",
+    GRAY_STATUS,
+    b"expect",
+    b"baggage",
+    b"host",
+}
+_FLAG_BYTES = {flag: flag.encode() for flag in FLAGS}
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 
 
@@ -88,6 +101,7 @@ class Exchange:
         "method",
         "url",
         "headers",
+        "listed",
         "version",
         "keep_alive",
         "body_framing",
@@ -100,6 +114,7 @@ class Exchange:
         "upstream",
         "head_waiter",
         "chunked_out",
+        "out",
         "answered",
         "started",
         "service",
@@ -108,11 +123,14 @@ class Exchange:
         "failed",
     )
 
-    def __init__(self, client: ClientConnection, url: bytes, headers: list, parser) -> None:
+    def __init__(
+        self, client: ClientConnection, url: bytes, headers: list, listed: frozenset, parser
+    ) -> None:
         self.client = client
         self.method: bytes = parser.get_method()
         self.url = url
         self.headers: list[tuple[bytes, bytes]] = headers
+        self.listed = listed  # what the Connection header declares hop-by-hop
         self.version: str = parser.get_http_version()
         self.keep_alive: bool = parser.should_keep_alive()
         # How the body goes upstream: b"" (none), b"length" or b"chunked" (re-chunked).
@@ -132,6 +150,9 @@ class Exchange:
         self.upstream: UpstreamConnection | None = None
         self.head_waiter: asyncio.Future | None = None
         self.chunked_out = False
+        # Answer bytes for the client, written at once when the instance's data is parsed
+        # (the head and the first piece of the body in one send, not two).
+        self.out: list[bytes] = []
         self.answered = False  # an answer head went to the client
         self.started = client.loop.time()
         self.service = ""
@@ -176,7 +197,7 @@ class Exchange:
         return self.replayable
 
     # Sink: the answer, as the instance sends it.
-    def response_head(self, status, reason, headers, length) -> None:
+    def response_head(self, status, reason, headers, listed, length) -> None:
         waiter = self.head_waiter
         if (
             status == 503
@@ -192,11 +213,11 @@ class Exchange:
                 upstream.close()
             return
         self.status = status
-        listed = connection_listed(headers)
         lines = [b"HTTP/1.1 %d %b\r\n" % (status, reason or _REASONS.get(status, b"Unknown"))]
         for name, value in headers:
-            if not is_hop_by_hop(name, listed):
-                lines.append(b"%b: %b\r\n" % (name, value))
+            if name in HOP_BY_HOP or name in listed or name[:6] == b"proxy-":
+                continue
+            lines += (name, b": ", value, b"\r\n")
         if length is None or length < 0:
             if self.version == "1.1":
                 self.chunked_out = True
@@ -209,12 +230,18 @@ class Exchange:
             lines.append(b"connection: keep-alive\r\n")
         lines.append(b"\r\n")
         self.answered = True
-        self.client.write(b"".join(lines))
+        self.out.append(b"".join(lines))
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
     def response_body(self, data: bytes) -> None:
-        self.client.write(_frame_chunk(data) if self.chunked_out else data)
+        self.out.append(_frame_chunk(data) if self.chunked_out else data)
+
+    def flush(self) -> None:
+        out = self.out
+        if out:
+            self.client.write(out[0] if len(out) == 1 else b"".join(out))
+            out.clear()
 
     def response_end(self, reusable: bool) -> None:
         upstream, self.upstream = self.upstream, None
@@ -224,7 +251,8 @@ class Exchange:
             else:
                 upstream.close()  # answered before the whole request went out
         if self.chunked_out:
-            self.client.write(b"0\r\n\r\n")
+            self.out.append(b"0\r\n\r\n")
+        self.flush()
         self.client.finished(self)
 
     def response_failed(self, error: UpstreamError) -> None:
@@ -235,6 +263,7 @@ class Exchange:
         elif self.answered:
             # Part of the answer went out already: only closing tells the client.
             log.warning("%s %s: %s", self.method.decode(), self.url.decode("latin-1"), error)
+            self.flush()
             self.failed = True
             self.keep_alive = False
             self.client.finished(self)
@@ -263,11 +292,14 @@ class ClientConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpRequestParser(self)
         self.peer = ""
+        self.peer_bytes = b""
         self.queue: deque[Exchange] = deque()  # the first is being answered
         self.parsing: Exchange | None = None
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
+        self._connection = False  # the request's Connection header names other headers
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._idle_since: float | None = None  # None: a request is being read or answered
         self._paused_by: set[int] = set()
         self._closing = False
 
@@ -276,6 +308,7 @@ class ClientConnection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if peer else ""
+        self.peer_bytes = self.peer.encode()
         self._arm_idle()
 
     def data_received(self, data: bytes) -> None:
@@ -292,7 +325,9 @@ class ClientConnection(asyncio.Protocol):
                 self._close()
 
     def connection_lost(self, exc) -> None:
-        self._cancel_idle()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
         for exchange in self.queue:
             exchange.abort()
         self.queue.clear()
@@ -314,16 +349,21 @@ class ClientConnection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._url = b""
         self._headers = []
+        self._connection = False
 
     def on_url(self, url: bytes) -> None:
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers.append((name.lower(), value))
+        name = name.lower()
+        self._headers.append((name, value))
+        if name == b"connection" and value.lower() not in PLAIN_CONNECTION:
+            self._connection = True
 
     def on_headers_complete(self) -> None:
         self._cancel_idle()
-        exchange = Exchange(self, self._url, self._headers, self.parser)
+        listed = connection_listed(self._headers) if self._connection else NOTHING
+        exchange = Exchange(self, self._url, self._headers, listed, self.parser)
         self.parsing = exchange
         self.queue.append(exchange)
         if len(self.queue) == 1:
@@ -395,39 +435,45 @@ class ClientConnection(asyncio.Protocol):
 
     def _upstream_head(self, exchange: Exchange, table: RoutingTable) -> tuple[bytes, str]:
         """The request head for the instance, and the request's gray flag."""
-        headers = exchange.headers
-        listed = connection_listed(headers)
+        listed = exchange.listed
+        decision_headers = table.decision_headers
         decide_on: dict[str, str] = {}
         forwarded_for = forwarded_proto = None
-        lines = [b"%b %b HTTP/1.1\r\n" % (exchange.method, exchange.url)]
+        lines = [exchange.method, b" ", exchange.url, b" HTTP/1.1\r\n"]
         has_host = False
         expect_continue = False
-        for name, value in headers:
-            if is_hop_by_hop(name, listed):
-                continue
-            if name == b"content-length":
-                if exchange.body_framing == b"length":
-                    lines.append(b"content-length: %b\r\n" % value)
-                continue
-            if name == b"x-forwarded-for":
-                forwarded_for = value if forwarded_for is None else forwarded_for + b", " + value
-                continue
-            if name == b"x-forwarded-proto":
-                forwarded_proto = value
-                continue
-            if name == GRAY_STATUS:
-                continue
-            if name == b"expect":
-                expect_continue = value.strip().lower() == b"100-continue"
-                continue
-            if name == b"baggage":
-                value = strip_gray_baggage(value)
-                if not value:
+        # Most headers pass as they are; the few the gateway acts on are picked out by one
+        # set lookup (this loop runs for every header of every request).
+        for name, value in exchange.headers:
+            if name in _HANDLED or name in listed or name[:6] == b"proxy-":
+                if name in HOP_BY_HOP or name in listed or name[:6] == b"proxy-":
                     continue
-            elif name == b"host":
-                has_host = True
-            decide_on[name.decode("latin-1")] = value.decode("latin-1")
-            lines.append(b"%b: %b\r\n" % (name, value))
+                if name == b"content-length":
+                    if exchange.body_framing == b"length":
+                        lines += (b"content-length: ", value, b"\r\n")
+                    continue
+                if name == b"x-forwarded-for":
+                    forwarded_for = (
+                        value if forwarded_for is None else forwarded_for + b", " + value
+                    )
+                    continue
+                if name == b"x-forwarded-proto":
+                    forwarded_proto = value
+                    continue
+                if name == GRAY_STATUS:
+                    continue
+                if name == b"expect":
+                    expect_continue = value.strip().lower() == b"100-continue"
+                    continue
+                if name == b"baggage":
+                    value = strip_gray_baggage(value)
+                    if not value:
+                        continue
+                elif name == b"host":
+                    has_host = True
+            if name in decision_headers:
+                decide_on[name.decode("latin-1")] = value.decode("latin-1")
+            lines += (name, b": ", value, b"\r\n")
         if exchange.body_framing == b"chunked":
             lines.append(b"transfer-encoding: chunked\r\n")
         peer = self.peer
@@ -439,14 +485,18 @@ class ClientConnection(asyncio.Protocol):
         )
         decision = table.matcher.decide(decide_on, ip=client_ip, city=city or "")
         trusted = resolver.trusted and resolver.is_trusted(peer)
-        chain = (forwarded_for + b", " if forwarded_for else b"") + peer.encode()
-        lines.append(b"x-forwarded-for: %b\r\n" % chain)
+        chain = (forwarded_for + b", " if forwarded_for else b"") + self.peer_bytes
         proto = forwarded_proto if trusted and forwarded_proto else b"http"
-        lines.append(b"x-forwarded-proto: %b\r\n" % proto)
-        lines.append(b"x-gray-status: %b\r\n" % decision.flag.encode())
-        if not has_host:
-            lines.append(b"host: gateway\r\n")
-        lines.append(b"\r\n")
+        lines += (
+            b"x-forwarded-for: ",
+            chain,
+            b"\r\nx-forwarded-proto: ",
+            proto,
+            b"\r\nx-gray-status: ",
+            _FLAG_BYTES[decision.flag],
+            b"\r\n" if has_host else b"\r\nhost: gateway\r\n",
+            b"\r\n",
+        )
         if expect_continue and exchange.version == "1.1" and not exchange.body_done:
             self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         return b"".join(lines), decision.flag
@@ -596,14 +646,29 @@ class ClientConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    # The idle timeout: one timer per connection that re-arms itself, not a timer made and
+    # cancelled for every request of a kept-alive connection.
     def _arm_idle(self) -> None:
-        self._cancel_idle()
-        self._idle_timer = self.loop.call_later(self.context.idle_timeout, self._close)
+        self._idle_since = self.loop.time()
+        if self._idle_timer is None:
+            self._idle_timer = self.loop.call_later(self.context.idle_timeout, self._check_idle)
 
     def _cancel_idle(self) -> None:
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
+        self._idle_since = None
+
+    def _check_idle(self) -> None:
+        self._idle_timer = None
+        if self.transport is None:
+            return
+        timeout = self.context.idle_timeout
+        if self._idle_since is None:
+            remaining = timeout
+        else:
+            remaining = self._idle_since + timeout - self.loop.time()
+            if remaining <= 0:
+                self._close()
+                return
+        self._idle_timer = self.loop.call_later(remaining, self._check_idle)
 
 
 def _time_out(waiter: asyncio.Future) -> None:

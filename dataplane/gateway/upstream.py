@@ -18,6 +18,8 @@ from typing import Protocol
 
 import httptools
 
+from dataplane.gateway.headers import NOTHING, PLAIN_CONNECTION, connection_listed
+
 Address = tuple[str, int]
 
 
@@ -41,9 +43,15 @@ class Sink(Protocol):
     """Who receives an answer: the client side of the exchange (proxy.py)."""
 
     def response_head(
-        self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]], length: int | None
+        self,
+        status: int,
+        reason: bytes,
+        headers: list[tuple[bytes, bytes]],
+        listed: frozenset[bytes],
+        length: int | None,
     ) -> None: ...
     def response_body(self, data: bytes) -> None: ...
+    def flush(self) -> None: ...
     def response_end(self, reusable: bool) -> None: ...
     def response_failed(self, error: UpstreamError) -> None: ...
     def upstream_writable(self, writable: bool) -> None: ...
@@ -57,6 +65,7 @@ class UpstreamConnection(asyncio.Protocol):
         "sink",
         "parser",
         "headers",
+        "listed",
         "reason",
         "received",
         "head_done",
@@ -79,6 +88,7 @@ class UpstreamConnection(asyncio.Protocol):
         self.sink = sink
         self.parser = httptools.HttpResponseParser(self)
         self.headers: list[tuple[bytes, bytes]] = []
+        self.listed: frozenset[bytes] = NOTHING
         self.reason = b""
         self.received = self.head_done = False
         self.no_body = head_request
@@ -99,7 +109,8 @@ class UpstreamConnection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        if self.sink is None:
+        sink = self.sink
+        if sink is None:
             self.close()  # an answer nobody asked for: this connection is out of step
             return
         self.received = True
@@ -107,6 +118,7 @@ class UpstreamConnection(asyncio.Protocol):
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(BrokeMidAnswer(f"unreadable answer: {exc}"))
+        sink.flush()  # what the sink made of this data goes out in one write
 
     def eof_received(self) -> bool:
         self._ended(None)
@@ -130,7 +142,10 @@ class UpstreamConnection(asyncio.Protocol):
         self.reason += reason
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name.lower(), value))
+        name = name.lower()
+        self.headers.append((name, value))
+        if name == b"connection" and value.lower() not in PLAIN_CONNECTION:
+            self.listed = self.listed | connection_listed([(name, value)])
 
     def on_headers_complete(self) -> None:
         parser = self.parser
@@ -139,6 +154,7 @@ class UpstreamConnection(asyncio.Protocol):
             # An interim answer (100 Continue; the gateway answered the client's Expect
             # itself): skipped, the final one follows on the same parser.
             self.headers = []
+            self.listed = NOTHING
             self.reason = b""
             return
         self.head_done = True
@@ -158,7 +174,7 @@ class UpstreamConnection(asyncio.Protocol):
             length = -1  # delimited by the end of the connection
         self.to_close = length == -1
         assert self.sink is not None
-        self.sink.response_head(status, self.reason, self.headers, length)
+        self.sink.response_head(status, self.reason, self.headers, self.listed, length)
         if self.no_body:
             # An answer to HEAD announces a body it does not have; httptools would wait for
             # it, so the exchange ends here and the connection is not reused.
