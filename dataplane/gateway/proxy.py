@@ -415,9 +415,11 @@ class ClientConnection(asyncio.Protocol):
         self._paused_by.add(id(exchange))
 
     def resume_reading_for(self, exchange: Exchange) -> None:
-        self._paused_by.discard(id(exchange))
-        if not self._paused_by and self.transport is not None and not self._closing:
-            self.transport.resume_reading()
+        paused_by = self._paused_by
+        if paused_by:
+            paused_by.discard(id(exchange))
+            if not paused_by and self.transport is not None and not self._closing:
+                self.transport.resume_reading()
 
     def write(self, data: bytes) -> None:
         if self.transport is not None:
@@ -669,7 +671,6 @@ class ClientConnection(asyncio.Protocol):
             exchange.keep_alive = False  # the rest of its body would be read as a request
         if self.queue and self.queue[0] is exchange:
             self.queue.popleft()
-        self._paused_by.discard(id(exchange))
         if not exchange.keep_alive or self._closing:
             self._close()
             return
@@ -677,8 +678,7 @@ class ClientConnection(asyncio.Protocol):
             self.loop.call_soon(self._serve, self.queue[0])
         else:
             self._arm_idle()
-        if not self._paused_by and self.transport is not None:
-            self.transport.resume_reading()
+        self.resume_reading_for(exchange)
 
     def _answer_and_close(self, status: int, detail: bytes) -> None:
         body = b'{"detail": "%b"}' % detail
