@@ -119,6 +119,8 @@ class Exchange:
         "head",
         "tried",
         "instance",
+        "reused",
+        "stale_retried",
         "failure",
         "chunked_out",
         "out",
@@ -163,6 +165,8 @@ class Exchange:
         self.head = b""
         self.tried: set[tuple[str, int]] = set()
         self.instance: Instance | None = None
+        self.reused = False  # the attempt went out on a kept-alive connection
+        self.stale_retried = False
         self.failure = (503, b"No instance of the service is available.")
         self.chunked_out = False
         # Answer bytes for the client, written at once when the instance's data is parsed
@@ -554,7 +558,9 @@ class ClientConnection(asyncio.Protocol):
             return
         exchange.tried.add(instance.address)
         exchange.instance = instance
-        upstream = self.context.pool.take_idle(instance.address)
+        # A request sent again goes out on a new connection.
+        upstream = None if exchange.stale_retried else self.context.pool.take_idle(instance.address)
+        exchange.reused = upstream is not None
         if upstream is not None:
             self._send(exchange, upstream)
         else:
@@ -611,7 +617,13 @@ class ClientConnection(asyncio.Protocol):
             retry = exchange.can_send_again()
         elif isinstance(error, BrokeBeforeAnswer):
             log.info("%s at %s:%d: %s", instance.id, *instance.address, error)
-            pool.connect_failed(instance.address)
+            if exchange.reused and not exchange.stale_retried:
+                # Likely a kept-alive connection the instance closed as the request went
+                # out: the instance itself may be fine, and is tried once more.
+                exchange.stale_retried = True
+                exchange.tried.discard(instance.address)
+            else:
+                pool.connect_failed(instance.address)
             exchange.failure = (502, b"The instance closed the connection without answering.")
             retry = exchange.method in IDEMPOTENT and exchange.can_send_again()
         elif isinstance(error, TimeoutError):
