@@ -324,6 +324,8 @@ class ClientConnection(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
         self.peer = ""
         self.peer_bytes = b""
+        self.peer_trusted = False
+        self.peer_city: str | None = None
         self.queue: deque[Exchange] = deque()  # the first is being answered
         self.parsing: Exchange | None = None
         self._url = b""
@@ -340,6 +342,10 @@ class ClientConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if peer else ""
         self.peer_bytes = self.peer.encode()
+        # Who the peer is does not change on its connection: asked once, not per request.
+        resolver = self.context.resolver
+        self.peer_trusted = bool(resolver.trusted) and resolver.is_trusted(self.peer)
+        self.peer_city = None if self.peer_trusted else resolver.resolve(self.peer)[1]
         self._arm_idle()
 
     def data_received(self, data: bytes) -> None:
@@ -515,15 +521,16 @@ class ClientConnection(asyncio.Protocol):
             lines += (name, b": ", value, b"\r\n")
         if exchange.body_framing == b"chunked":
             lines.append(b"transfer-encoding: chunked\r\n")
-        peer = self.peer
-        resolver = self.context.resolver
-        client_ip, city = resolver.resolve(
-            peer,
-            forwarded_for.decode("latin-1") if forwarded_for is not None else None,
-            decide_on.get(table.city_header),
-        )
+        if self.peer_trusted:
+            client_ip, city = self.context.resolver.resolve(
+                self.peer,
+                forwarded_for.decode("latin-1") if forwarded_for is not None else None,
+                decide_on.get(table.city_header),
+            )
+        else:
+            client_ip, city = self.peer, self.peer_city
         decision = table.matcher.decide(decide_on, ip=client_ip, city=city or "")
-        trusted = resolver.trusted and resolver.is_trusted(peer)
+        trusted = self.peer_trusted
         chain = (forwarded_for + b", " if forwarded_for else b"") + self.peer_bytes
         proto = forwarded_proto if trusted and forwarded_proto else b"http"
         lines += (
