@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.gateway_lab import HANG_UP, SHUTTING_DOWN, SILENT, Lab, UpstreamFleet
+from tests.gateway_lab import HANG_UP, HOP_HEADERS, SHUTTING_DOWN, SILENT, Lab, UpstreamFleet
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GEOIP_TEST_DB = Path(__file__).parent / "data" / "geoip" / "GeoIP2-City-Test.mmdb"
@@ -181,6 +181,24 @@ def test_hop_by_hop_headers_do_not_cross(lab, two_versions):
     assert forwarded["x-end-to-end"] == "kept"
     for name in ("connection", "x-secret-hop", "keep-alive", "te", "proxy-authorization"):
         assert name not in forwarded
+
+
+def test_hop_by_hop_headers_of_the_answer_do_not_cross_either(lab):
+    lab.instance("user-app", "V1", HOP_HEADERS)
+    lab.sync()
+    lab.policy(**SEED_RULES)
+    gateway = lab.start_gateway()
+    with socket.create_connection(("127.0.0.1", gateway.port)) as sock:
+        sock.settimeout(5)
+        sock.sendall(b"GET /user-app/hello HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head = answer.partition(b"\r\n\r\n")[0].lower().split(b"\r\n")
+    names = {line.partition(b":")[0] for line in head[1:]}
+    assert b"x-end-to-end" in names
+    assert not names & {b"x-hop", b"keep-alive", b"proxy-authenticate", b"trailer"}, names
+    assert b"connection: close" in head  # the gateway's own, for this client
 
 
 def test_an_instance_shutting_down_is_retried_on_another(lab):
