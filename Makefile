@@ -4,6 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# DEMO=false: the dashboard alone, without the demo fleet (gateway, services, traffic).
+DEMO ?= true
+DEMO_FLAGS := $(if $(filter false,$(DEMO)),,--demo)
 # A production configuration (README: Configuration) for `check --deploy`: it must stay clean.
 DEPLOY_ENV := DEBUG=false SECRET_KEY=deploy-check-only-0123456789-abcdefghijklmnopqrstuvwxyz \
 	ALLOWED_HOSTS=graylane.example.org SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO \
@@ -20,11 +23,13 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 
 install: $(VENV)/.installed
 
+# The dashboard and the demo fleet run under one supervisor (dataplane/demo/fleet.py): Ctrl-C
+# or SIGTERM stops every process it started.
 run: install
 	DEBUG=$${DEBUG:-true} $(PY) manage.py migrate --noinput
-	DEBUG=$${DEBUG:-true} $(PY) manage.py demo_setup --url http://$(HOST):$(PORT)/
-	DEBUG=$${DEBUG:-true} $(PY) -m uvicorn --host $(HOST) --port $(PORT) --lifespan off \
-		--timeout-graceful-shutdown 5 graylane.asgi:application
+	DEBUG=$${DEBUG:-true} $(PY) manage.py demo_setup --url http://$(HOST):$(PORT)/ $(DEMO_FLAGS)
+	DEBUG=$${DEBUG:-true} exec $(PY) -m dataplane.demo.fleet --listen $(HOST):$(PORT) \
+		$(if $(DEMO_FLAGS),,--no-demo)
 
 # The Django checks need no database (CI's DATABASE_URL names one the test run creates).
 lint: install

@@ -11,8 +11,10 @@ from accounts.decorators import role_required
 from accounts.roles import OPERATOR, VIEWER, has_role
 from audit.filters import AuditFilter, known_actions
 from audit.models import AuditEntry
+from gateways.models import Gateway
+from gateways.views import BADGES, status_rows
 from registry_sync.models import Instance, Registry, Service
-from registry_sync.services import bring_online, take_offline
+from registry_sync.services import bring_online, lifecycle_timelines, take_offline
 from releases.documents import policy_of
 from releases.models import Revision
 from releases.publishing import StaleRevision, load_state
@@ -27,10 +29,15 @@ from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
 def overview(request):
     state = load_state()
     services = list(Service.objects.select_related("registry").order_by("name")[:50])
+    generation, gateways = status_rows(Gateway.objects.all()[:20])
     return render(
         request,
         "dashboard/overview.html",
         {
+            "gateways": gateways,
+            "gateway_count": Gateway.objects.count(),
+            "generation": generation,
+            "badges": BADGES,
             "state": state,
             "policy": policy_of(state.document),
             "services": service_rows(services, state.document),
@@ -178,6 +185,7 @@ def service_detail(request, name):
             "state": state,
             "instances": service.instances.order_by("host", "port"),
             "drain_seconds": settings.DRAIN_SECONDS,
+            "lifecycle": lifecycle_timelines(service.name),
         },
         status=status,
     )

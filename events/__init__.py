@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 GROUP = "live"
 METRICS_ALL_GROUP = "live.metrics.all"
@@ -115,6 +115,19 @@ class MetricsUpdated(LiveEvent):
 
     def groups(self) -> tuple[str, ...]:
         return (metrics_group(self.service), METRICS_ALL_GROUP)
+
+
+def watched() -> bool:
+    """Whether a live page may be listening. False only when the channel layer can tell
+    that nobody is (the in-memory layer holds its groups; Redis's layer cannot say), so
+    that a publisher can skip building events that no one would receive. Safe from any
+    thread."""
+    layer = get_channel_layer()
+    if layer is None:
+        return False
+    if isinstance(layer, InMemoryChannelLayer):
+        return bool(layer.groups.get(GROUP))
+    return True
 
 
 def publish(*events: LiveEvent) -> None:

@@ -15,14 +15,21 @@ BADGES = {
 }
 
 
-@role_required(VIEWER)
-def gateway_status(request):
-    """Every gateway and the generation it runs; live-updated by `gateway` events."""
+def status_rows(gateways) -> tuple[int, list[dict]]:
+    """(current generation, a row per gateway with its status and badge): the gateways
+    page's table, also on the overview."""
     current = generation.newest_number()
     now = timezone.now()
     rows = []
-    for gateway in Gateway.objects.all():
+    for gateway in gateways:
         status = gateway.status_at(current, now)
         rows.append({"gateway": gateway, "status": status, "badge": BADGES[status]})
+    return current, rows
+
+
+@role_required(VIEWER)
+def gateway_status(request):
+    """Every gateway and the generation it runs; live-updated by `gateway` events."""
+    current, rows = status_rows(Gateway.objects.all())
     context = {"rows": rows, "generation": current, "badges": BADGES}
     return render(request, "gateways/status.html", context)

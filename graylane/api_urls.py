@@ -17,6 +17,12 @@ router.register("registries", registry_api.RegistryViewSet, basename="registry")
 urlpatterns = [
     path("policy/", releases_api.PolicyView.as_view(), name="policy"),
     path("simulate/", releases_api.SimulateView.as_view(), name="simulate"),
+    path("lifecycle/", registry_api.LifecycleReportView.as_view(), name="lifecycle"),
+    path(
+        "services/<path:name>/lifecycle/",
+        registry_api.ServiceLifecycleView.as_view(),
+        name="service-lifecycle",
+    ),
     path(
         "services/<path:name>/instances/",  # a stored name may hold a "/"
         registry_api.ServiceInstancesView.as_view(),

@@ -1,9 +1,9 @@
 import os
 
-from celery import Celery
-from celery.signals import worker_process_init, worker_ready
+from celery import Celery, states
+from celery.signals import task_postrun, task_prerun, worker_process_init, worker_ready
 from django.conf import settings
-from django.db import connections
+from django.db import close_old_connections, connections
 
 from graylane.long_lived import freeze_after_start
 
@@ -30,3 +30,22 @@ def _no_connection_pool_in_prefork_children(**kwargs) -> None:
     for alias, database in settings.DATABASES.items():
         database.get("OPTIONS", {}).pop("pool", None)
         connections[alias].settings_dict.get("OPTIONS", {}).pop("pool", None)
+
+
+@task_prerun.connect
+def _usable_connections_before_a_task(**kwargs) -> None:
+    """Connections are kept across tasks (CELERY_DB_REUSE_MAX in settings): before each
+    one, those past CONN_MAX_AGE or failing their health check are closed, as Django does
+    before a request."""
+    close_old_connections()
+
+
+@task_postrun.connect
+def _tidy_connections_after_a_task(state=None, **kwargs) -> None:
+    """After a task that failed or is retried (a database error, a time limit that
+    interrupted a query), its thread's connections may be unusable in ways Django cannot
+    see: closed. After one that succeeded, kept as Django would keep them."""
+    if state == states.SUCCESS:
+        close_old_connections()
+    else:
+        connections.close_all()

@@ -151,3 +151,29 @@ class EmbeddedInstance(models.Model):
     @property
     def instance_id(self) -> str:
         return f"{self.ip}#{self.port}#{self.cluster}#{self.group}@@{self.service}"
+
+
+class LifecycleEvent(models.Model):
+    """One step of an instance's start or shutdown, as the instance (service SDK) or a gateway
+    reported it (POST /api/v1/lifecycle/). Kept by service name and address rather than by
+    Instance row: an instance reports `starting` before it is registered, so before any sync
+    has made its row, and its events outlive the row's changes."""
+
+    EVENTS = ("starting", "warmed_up", "registered", "serving", "draining", "drained", "exited")
+    EVENT_CHOICES = [(event, event) for event in EVENTS]
+
+    service = models.CharField(max_length=255)
+    host = models.CharField(max_length=255)
+    port = models.PositiveIntegerField()
+    event = models.CharField(max_length=16, choices=EVENT_CHOICES)
+    at = models.DateTimeField(help_text="When it happened, by the reporter's clock.")
+    received_at = models.DateTimeField(auto_now_add=True)
+    detail = models.JSONField(default=dict, blank=True)
+    reporter = models.CharField(max_length=255, blank=True, help_text="Who reported it.")
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["service", "at"])]
+
+    def __str__(self):
+        return f"{self.service} {self.host}:{self.port} {self.event}"

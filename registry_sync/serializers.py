@@ -1,8 +1,16 @@
+import json
 from urllib.parse import urlsplit
 
 from rest_framework import serializers
 
-from registry_sync.models import CREDENTIALS_IN_URL, Instance, Registry, url_has_credentials
+from registry_sync.models import (
+    CREDENTIALS_IN_URL,
+    Instance,
+    LifecycleEvent,
+    Registry,
+    url_has_credentials,
+)
+from routing_engine import has_control_characters
 
 PORT_RANGE = "The port must be from 1 to 65535."
 
@@ -99,3 +107,44 @@ class RegistrySerializer(serializers.ModelSerializer):
         if kind != Registry.EMBEDDED and not base_url:
             raise serializers.ValidationError({"base_url": ["Required for Nacos and Eureka."]})
         return attrs
+
+
+MAX_DETAIL_BYTES = 4096
+
+
+class LifecycleEventSerializer(serializers.ModelSerializer):
+    """A lifecycle event as reported (POST) and as listed (GET)."""
+
+    service = serializers.CharField(max_length=255)
+    host = serializers.CharField(max_length=255)
+    port = serializers.IntegerField(min_value=1, max_value=65535)
+    event = serializers.ChoiceField(choices=LifecycleEvent.EVENTS)
+    detail = serializers.JSONField(required=False, default=dict)
+
+    class Meta:
+        model = LifecycleEvent
+        fields = ["id", "service", "host", "port", "event", "at", "detail", "received_at",
+                  "reporter"]  # fmt: skip
+        read_only_fields = ["id", "received_at", "reporter"]
+
+    def _plain_text(self, value: str) -> str:
+        if has_control_characters(value):
+            raise serializers.ValidationError("No control characters.")
+        return value
+
+    def validate_service(self, value):
+        return self._plain_text(value)
+
+    def validate_host(self, value):
+        return self._plain_text(value)
+
+    def validate_detail(self, value):
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("A JSON object.")
+        if len(json.dumps(value)) > MAX_DETAIL_BYTES:
+            raise serializers.ValidationError(f"At most {MAX_DETAIL_BYTES} bytes of JSON.")
+        return value
+
+
+class LifecycleQuerySerializer(serializers.Serializer):
+    since = serializers.DateTimeField(required=False, help_text="Only events at or after it.")

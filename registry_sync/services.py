@@ -15,7 +15,7 @@ from django.utils import timezone
 from audit import log as audit_log
 from registry_sync import announcements
 from registry_sync.adapters import RegistryError
-from registry_sync.models import Instance, Registry
+from registry_sync.models import Instance, LifecycleEvent, Registry
 from registry_sync.registries import adapter_for
 from registry_sync.states import as_registry_instance
 from registry_sync.tasks import finish_drain
@@ -151,3 +151,71 @@ def delete_registry(registry: Registry, *, actor: str) -> None:
     with transaction.atomic():
         _audit_registry(actor, "registry.delete", registry, _registry_view(registry), None)
         registry.delete()
+
+
+# -- lifecycle events (POST /api/v1/lifecycle/, the service page's timeline) -----------------
+
+TIMELINE_LABELS = {
+    "starting": "starting",
+    "warmed_up": "warmed",
+    "registered": "registered",
+    "serving": "serving",
+    "draining": "draining",
+    "drained": "in-flight 0",
+    "exited": "exited",
+}
+TIMELINE_EVENTS_READ = 500
+
+
+def record_lifecycle_event(data: dict, *, reporter: str) -> LifecycleEvent:
+    return LifecycleEvent.objects.create(**data, reporter=reporter[:255])
+
+
+def lifecycle_events(service: str, since=None):
+    rows = LifecycleEvent.objects.filter(service=service)
+    if since is not None:
+        rows = rows.filter(at__gte=since)
+    return rows.order_by("-at", "-id")
+
+
+def _step_label(row: LifecycleEvent) -> str:
+    if row.event == "drained" and row.detail.get("in_flight"):
+        return f"drain ended, {row.detail['in_flight']} in flight"
+    return TIMELINE_LABELS[row.event]
+
+
+def lifecycle_timelines(service: str) -> list[dict]:
+    """Per instance address, its latest run (from its last `starting` on): each step with
+    the seconds since the run began and since the step before; newest run first."""
+    runs: dict[tuple[str, int], list[LifecycleEvent]] = {}
+    recent = list(lifecycle_events(service)[:TIMELINE_EVENTS_READ])
+    for row in reversed(recent):  # oldest first
+        key = (row.host, row.port)
+        if row.event == "starting" or key not in runs:
+            runs[key] = []
+        runs[key].append(row)
+    timelines = []
+    for (host, port), rows in runs.items():
+        began, previous = rows[0].at, rows[0].at
+        steps = []
+        for row in rows:
+            steps.append(
+                {
+                    "event": row.event,
+                    "label": _step_label(row),
+                    "at": row.at,
+                    "since_start_s": (row.at - began).total_seconds(),
+                    "step_s": (row.at - previous).total_seconds(),
+                }
+            )
+            previous = row.at
+        timelines.append(
+            {
+                "instance": f"{host}:{port}",
+                "began": began,
+                "steps": steps,
+                "total_s": (previous - began).total_seconds(),
+                "exited": rows[-1].event == "exited",
+            }
+        )
+    return sorted(timelines, key=lambda timeline: timeline["began"], reverse=True)

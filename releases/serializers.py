@@ -102,6 +102,11 @@ class SimulateResponseSerializer(serializers.Serializer):
     flag = serializers.ChoiceField(choices=["ALL", "PROD", "GRAY"])
     version = serializers.CharField(allow_null=True)
     matched = serializers.CharField(allow_null=True)
+    city = serializers.CharField(
+        allow_null=True,
+        help_text="The caller's city as a gateway would find it: `city`, the city header, "
+        "or GeoIP for `ip` (`local` for loopback and private addresses).",
+    )
     revision = serializers.IntegerField()
     instances = serializers.ListField(child=serializers.DictField())
 

@@ -1,7 +1,7 @@
 """Gray-release routing shared by the dashboard, the gateway and the service SDK.
 
-Plain Python, standard library only: policy validation, the per-request gray
-decision and version-aware instance selection.
+Plain Python (standard library, and geoip2 for a caller's city): policy validation, who
+the caller is, the per-request gray decision and version-aware instance selection.
 """
 
 from .balancer import (
@@ -13,6 +13,7 @@ from .balancer import (
     is_routable,
     select_instances,
 )
+from .caller import LOCAL_CITY, CallerResolver, parse_networks
 from .matcher import (
     ALL,
     FLAGS,
@@ -43,6 +44,7 @@ from .policy import (
 __all__ = [
     "ALL",
     "CONTROL_CHARACTERS",
+    "LOCAL_CITY",
     "DEFAULT_POLICY",
     "FLAGS",
     "GRAY",
@@ -51,6 +53,7 @@ __all__ = [
     "NON_FIELD_ERRORS",
     "PROD",
     "ROUTABLE_STATE",
+    "CallerResolver",
     "Decision",
     "GrayMatcher",
     "PolicyError",
@@ -67,6 +70,7 @@ __all__ = [
     "merge_patch",
     "normalize_ip",
     "normalize_policy",
+    "parse_networks",
     "rebase_policy",
     "select_instances",
     "user_bucket",

@@ -163,3 +163,31 @@ class CeleryWorker(Process):
 
     def is_ready(self) -> bool:
         return " ready." in self.log()
+
+
+class GatewayProcess(Process):
+    """`python -m dataplane.gateway` against a dashboard, on a free loopback port (or `port`,
+    to restart one where it was); ready once it routes by some configuration (/-/readyz).
+    `extra`: more options."""
+
+    ready_timeout = 15.0
+
+    def __init__(self, dashboard: str, token: str, cache_file: Path, *extra: str, port: int = 0):
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        args = [sys.executable, "-m", "dataplane.gateway", "--dashboard", dashboard]
+        args += ["--token", token, "--listen", f"127.0.0.1:{self.port}"]
+        args += ["--cache-file", str(cache_file), *extra]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "DJANGO_"))}
+        super().__init__(args, {**env, "GATEWAY_LOG_LEVEL": "INFO"})
+
+    def is_ready(self) -> bool:
+        try:
+            return httpx.get(self.url + "/-/readyz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def generation(self) -> int | None:
+        """The generation it routes by (None before it has one)."""
+        response = httpx.get(self.url + "/-/readyz", timeout=2)
+        return int(response.text.split()[1]) if response.status_code == 200 else None

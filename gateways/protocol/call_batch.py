@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from accounts.models import ApiToken, hash_token
 from gateways import generation, status_updates
-from gateways.acks import record_acks
+from gateways.acks import record_acks, record_failure
 from gateways.models import Gateway
 from gateways.snapshot import Snapshot
 
@@ -38,6 +38,7 @@ class Ack:
     key: str
     name: str  # the gateway named in the URL
     number: int | None  # the generation it says it runs; None: the body did not say
+    error: str | None = None  # set: it refused that generation, and why
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,15 @@ class Refusal:
 
     status: int
     body: dict
+
+
+@dataclass(frozen=True)
+class Polled:
+    """A poll's answer: the newest generation, and the name of the gateway that asked (it
+    may not know it: a gateway started with its token alone learns it from the answer)."""
+
+    snapshot: Snapshot
+    name: str
 
 
 @dataclass(frozen=True)
@@ -63,10 +73,10 @@ NOT_A_GATEWAY = Refusal(
 )
 
 
-def answer(calls: list[Poll | Ack]) -> list[Snapshot | AckRecorded | Refusal]:
+def answer(calls: list[Poll | Ack]) -> list[Polled | AckRecorded | Refusal]:
     """Each call's answer, in order: a Poll gets the newest generation's snapshot, an Ack
     what was recorded. Reads every caller in one query and writes once
-    (gateways.acks.record_acks)."""
+    (gateways.acks.record_acks), plus once per refused generation."""
     hashes = {call.key: hash_token(call.key) for call in calls}
     gateways = {g.token_hash: g for g in Gateway.objects.filter(token_hash__in=hashes.values())}
     unknown = set(hashes.values()) - gateways.keys()
@@ -79,13 +89,14 @@ def answer(calls: list[Poll | Ack]) -> list[Snapshot | AckRecorded | Refusal]:
     now = timezone.now()
     acks: dict[int, int] = {}
     seen: set[int] = set()
-    answers: list[Snapshot | AckRecorded | Refusal] = []
+    refused: dict[Gateway, str] = {}
+    answers: list[Polled | AckRecorded | Refusal] = []
     for call in calls:
         gateway = gateways.get(hashes[call.key])
         if gateway is None:
             answers.append(NOT_A_GATEWAY if hashes[call.key] in users else UNAUTHENTICATED)
         elif isinstance(call, Poll):
-            answers.append(snapshot)
+            answers.append(Polled(snapshot, gateway.name))
             last_seen = gateway.last_seen
             if last_seen is None or (now - last_seen).total_seconds() >= (
                 LAST_SEEN_RESOLUTION_SECONDS
@@ -95,13 +106,15 @@ def answer(calls: list[Poll | Ack]) -> list[Snapshot | AckRecorded | Refusal]:
                 seen.add(gateway.pk)
                 gateway.last_seen = now
         else:
-            answers.append(_ack(gateway, call, snapshot.number, now, acks))
+            answers.append(_ack(gateway, call, snapshot.number, now, acks, refused))
     if acks or seen:
         record_acks(acks, seen=seen - acks.keys())
+    for gateway, message in refused.items():
+        record_failure(gateway, message)
     return answers
 
 
-def _ack(gateway: Gateway, call: Ack, newest: int, now, acks: dict[int, int]):
+def _ack(gateway: Gateway, call: Ack, newest: int, now, acks: dict[int, int], refused: dict):
     if gateway.name != call.name:
         return Refusal(403, {"detail": "A gateway acknowledges only for itself."})
     if call.number is None:
@@ -110,6 +123,15 @@ def _ack(gateway: Gateway, call: Ack, newest: int, now, acks: dict[int, int]):
     if call.number > newest:
         message = f"Generation {call.number} does not exist; the newest is {newest}."
         return Refusal(400, {"generation": [message]})
+    if call.error is not None:
+        # It keeps running what it ran: nothing moves, the error shows (status `failing`).
+        if call.number > gateway.acked_generation:
+            gateway.last_error = message = f"Refused generation {call.number}: {call.error}"
+            refused[gateway] = message
+        seen_only = max(acks.get(gateway.pk, 0), gateway.acked_generation)
+        acks[gateway.pk] = seen_only
+        gateway.last_seen = now
+        return AckRecorded(gateway.name, gateway.acked_generation, gateway.status_at(newest, now))
     if call.number > gateway.acked_generation:
         gateway.acked_generation = call.number
         gateway.last_error = ""

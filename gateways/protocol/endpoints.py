@@ -7,7 +7,12 @@ even an admin's: a call is also the gateway saying it is alive):
   plane's database went back in time, and the gateway must not wait for it forever.)
 * `POST /api/v1/gateways/{name}/ack/` `{"generation": N}`: the gateway runs generation N.
   Only for itself (else 403); acks never go backwards; a generation that does not exist
-  yet is 400. Answers `{"name", "acked_generation", "status"}`.
+  yet is 400. Answers `{"name", "acked_generation", "status"}`. With `"error": "..."` the
+  gateway refused generation N (it keeps running what it ran): the error is recorded as
+  its `last_error` and its acked generation stays.
+
+Every poll answer names the gateway that asked (header `X-Graylane-Gateway`), so a gateway
+given only its token learns the name its acks go to.
 
 Every new generation brings every gateway back at once, so these calls are kept lean: the
 answers are made here, once, from plain values (`poll`, `ack` -> `Answer`). The server
@@ -35,6 +40,9 @@ from gateways.protocol.call_batch import Ack, Poll, Refusal
 from gateways.snapshot import Snapshot
 
 MAX_WAIT = 60.0
+NAME_HEADER = "X-Graylane-Gateway"
+# As long as a recorded delivery error (gateways.acks.MAX_ERROR_LENGTH).
+MAX_ACK_ERROR_LENGTH = 2000
 # A generation is a 64-bit integer: more digits than this is no generation (and Python
 # refuses to parse thousands of digits).
 MAX_GENERATION_DIGITS = 19
@@ -86,8 +94,12 @@ def content_length_refusal(content_length: str | None, limit: int) -> Answer | N
 BAD_HOST = _json(400, {"detail": "Bad request."})
 
 
-def _document(snapshot: Snapshot) -> Answer:
-    headers = {"Content-Type": "application/json", "ETag": f'"{snapshot.number}"'}
+def _document(snapshot: Snapshot, name: str) -> Answer:
+    headers = {
+        "Content-Type": "application/json",
+        "ETag": f'"{snapshot.number}"',
+        NAME_HEADER: name,
+    }
     return Answer(200, snapshot.body, headers)
 
 
@@ -103,7 +115,7 @@ async def poll(method: str, authorization: str, query: Mapping[str, str]) -> Ans
     answer = await call_batch.submit(Poll(key))
     if isinstance(answer, Refusal):
         return _refused(answer)
-    snapshot = answer
+    snapshot, name = answer.snapshot, answer.name
     try:
         known, wait = _poll_parameters(query)
     except _BadParameter as exc:
@@ -113,7 +125,7 @@ async def poll(method: str, authorization: str, query: Mapping[str, str]) -> Ans
     while snapshot.number == known:
         remaining = deadline - loop.time()
         if remaining <= 0:
-            return Answer(304, headers={"ETag": f'"{snapshot.number}"'})
+            return Answer(304, headers={"ETag": f'"{snapshot.number}"', NAME_HEADER: name})
         timeout = remaining if covered else min(remaining, RECHECK_SECONDS)
         news = await wakeup.watch.wait(ticket, timeout)
         if news is None:
@@ -125,7 +137,7 @@ async def poll(method: str, authorization: str, query: Mapping[str, str]) -> Ans
             snapshot = await _current()
         elif announced.number > snapshot.number:
             snapshot = announced
-    return _document(snapshot)
+    return _document(snapshot, name)
 
 
 _current = database_sync_to_async(generation.current, thread_sensitive=False)
@@ -166,12 +178,26 @@ async def ack(method: str, authorization: str, name: str, body: bytes) -> Answer
     if key is None:
         return _refused(call_batch.UNAUTHENTICATED)
     try:
-        number = json.loads(body)["generation"]
+        parsed = json.loads(body)
+        number = parsed["generation"]
     except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: deep nesting
-        number = None
+        parsed, number = None, None
     if not isinstance(number, int) or isinstance(number, bool) or number < 0:
         number = None  # refused once the caller is known: 401/403 come before 400
-    answer = await call_batch.submit(Ack(key, name, number))
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    bad_error = error is not None and (
+        not isinstance(error, str) or not error.strip() or len(error) > MAX_ACK_ERROR_LENGTH
+    )
+    if bad_error:
+        # Nothing is recorded; the caller is still checked first (401/403 before 400).
+        caller = await call_batch.submit(Poll(key))
+        if isinstance(caller, Refusal):
+            return _refused(caller)
+        if caller.name != name:
+            return _json(403, {"detail": "A gateway acknowledges only for itself."})
+        message = f"A non-empty text of at most {MAX_ACK_ERROR_LENGTH} characters, or absent."
+        return _json(400, {"error": [message]})
+    answer = await call_batch.submit(Ack(key, name, number, error))
     if isinstance(answer, Refusal):
         return _refused(answer)
     return _json(

@@ -5,7 +5,7 @@ protocol/endpoints.py, to stay lean; these name the same limits."""
 from rest_framework import serializers
 
 from gateways.models import Gateway
-from gateways.protocol.endpoints import MAX_WAIT
+from gateways.protocol.endpoints import MAX_ACK_ERROR_LENGTH, MAX_WAIT
 
 
 class PollQuerySerializer(serializers.Serializer):
@@ -36,6 +36,14 @@ class GatewayDocumentSerializer(serializers.Serializer):
 
 class AckSerializer(serializers.Serializer):
     generation = serializers.IntegerField(min_value=0)
+    error = serializers.CharField(
+        required=False,
+        max_length=MAX_ACK_ERROR_LENGTH,
+        help_text=(
+            "Set when the gateway refused this generation (it keeps running the one it "
+            "ran): recorded as its last_error; its acked generation stays."
+        ),
+    )
 
 
 class AckRecordedSerializer(serializers.Serializer):

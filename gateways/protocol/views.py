@@ -7,7 +7,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.views import APIView
 
 from gateways.protocol import endpoints
@@ -68,7 +68,16 @@ class GatewayConfigView(GatewayEndpoint):
             "The gateway document, for a gateway's own token. A long poll: with `known`, "
             "answered as soon as a newer generation exists, or 304 after `wait` seconds."
         ),
-        parameters=[PollQuerySerializer],
+        parameters=[
+            PollQuerySerializer,
+            OpenApiParameter(
+                endpoints.NAME_HEADER,
+                str,
+                OpenApiParameter.HEADER,
+                response=[200, 304],
+                description="The name of the gateway whose token polled (for its acks).",
+            ),
+        ],
         auth=GATEWAY_TOKEN,
         responses={
             200: GatewayDocumentSerializer,
@@ -85,12 +94,17 @@ class GatewayConfigView(GatewayEndpoint):
 class GatewayAckView(GatewayEndpoint):
     @extend_schema(
         operation_id="v1_gateways_ack_create",
-        description="The gateway runs this generation (acks never go backwards).",
+        description=(
+            "The gateway runs this generation (acks never go backwards); with `error`, it "
+            "refused this generation and keeps running the one it ran."
+        ),
         request=AckSerializer,
         auth=GATEWAY_TOKEN,
         responses={
             200: AckRecordedSerializer,
-            400: OpenApiResponse(description="Not a generation, or one that does not exist yet."),
+            400: OpenApiResponse(
+                description="Not a generation, one that does not exist yet, or a bad `error`."
+            ),
             **REFUSALS,
         },
     )

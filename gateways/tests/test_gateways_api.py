@@ -145,6 +145,50 @@ def test_a_gateway_acks_for_itself_and_acks_never_go_backwards(make_gateway):
 
 
 @GATEWAY_ENDPOINT
+def test_an_error_ack_records_the_refusal_and_keeps_the_acked_generation(make_gateway):
+    gateway, token, _ = make_gateway("edge")
+    client = gateway_client(token)
+    good = generation.bump("good")
+    acked = client.post("/api/v1/gateways/edge/ack/", {"generation": good}, format="json")
+    assert acked.status_code == 200
+    bad = generation.bump("bad")
+    response = client.post(
+        "/api/v1/gateways/edge/ack/",
+        {"generation": bad, "error": "services.user-app.prod: no version"},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    assert response.json() == {"name": "edge", "acked_generation": good, "status": "failing"}
+    gateway.refresh_from_db()
+    assert gateway.acked_generation == good
+    assert "services.user-app.prod: no version" in gateway.last_error
+    for error in ("", 7, "x" * 2001):
+        refused = client.post(
+            "/api/v1/gateways/edge/ack/", {"generation": bad, "error": error}, format="json"
+        )
+        assert refused.status_code == 400 and "error" in refused.json()
+    gateway.refresh_from_db()
+    assert gateway.acked_generation == good, "a refused ack records nothing"
+    # The next good generation clears the error.
+    newer = generation.bump("fixed")
+    client.post("/api/v1/gateways/edge/ack/", {"generation": newer}, format="json")
+    gateway.refresh_from_db()
+    assert (gateway.acked_generation, gateway.last_error) == (newer, "")
+
+
+@GATEWAY_ENDPOINT
+def test_a_poll_answer_names_the_gateway_that_asked(make_gateway):
+    _, token, _ = make_gateway("edge-7")
+    response = gateway_client(token).get("/api/v1/gateway-config/")
+    assert response.status_code == 200
+    assert response["X-Graylane-Gateway"] == "edge-7"
+    known = response.json()["generation"]
+    waited = gateway_client(token).get("/api/v1/gateway-config/", {"known": known, "wait": 0})
+    assert waited.status_code == 304
+    assert waited["X-Graylane-Gateway"] == "edge-7"
+
+
+@GATEWAY_ENDPOINT
 def test_a_gateway_acking_an_old_generation_stays_pending(make_gateway):
     _, token, _ = make_gateway("edge")
     old = generation.bump("one")

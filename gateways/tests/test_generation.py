@@ -14,7 +14,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 import events
-from gateways import generation
+from gateways import generation, status_updates
 from gateways.models import Generation
 from registry_sync.models import Instance, Service
 from registry_sync.signals import routable_instances_changed
@@ -202,3 +202,30 @@ def test_an_ack_is_broadcast_on_the_live_stream(make_gateway):
     event = async_to_sync(listen_while_acking)()
     assert event["name"] == "edge"
     assert event["acked_generation"] == event["desired_generation"] == number
+
+
+@pytest.mark.django_db(transaction=True)  # sending closes the thread's old connections
+def test_gateway_status_is_read_and_sent_only_while_a_page_listens(
+    make_gateway, settings, django_assert_num_queries
+):
+    # The in-process layer (the default without Redis), which can tell who listens.
+    in_process = "events.channel_layers.InProcessChannelLayer"
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": in_process}}
+    make_gateway("edge")
+    generation.newest_number()
+    with django_assert_num_queries(0):
+        status_updates._send(None)  # no page open: nothing to read, build or send
+
+    async def listen() -> dict:
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.group_add(events.GROUP, channel)
+        try:
+            await sync_to_async(status_updates._send)(None)
+            async with asyncio.timeout(5):
+                return (await layer.receive(channel))["event"]
+        finally:
+            await layer.group_discard(events.GROUP, channel)
+
+    event = async_to_sync(listen)()
+    assert (event["type"], event["name"], event["status"]) == ("gateway", "edge", "pending")

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from registry_sync.models import Instance, Service
@@ -74,3 +76,28 @@ def test_a_bad_ip_is_a_400(seeded):
     response = seeded.post("/api/v1/simulate/", {"ip": "999.1.1.1"}, format="json")
     assert response.status_code == 400
     assert "ip" in response.json()
+
+
+GEOIP_TEST_DB = Path(__file__).resolve().parents[2] / "tests/data/geoip/GeoIP2-City-Test.mmdb"
+
+
+@pytest.mark.parametrize(
+    "request_body,city,flag,matched",
+    [
+        ({"ip": "81.2.69.142"}, "London", "GRAY", "city"),
+        ({"ip": "10.9.9.9"}, "local", "PROD", None),
+        ({"ip": "198.51.100.7"}, None, "PROD", None),
+        ({"ip": "81.2.69.142", "headers": {"X-City": "Paris"}}, "Paris", "PROD", None),
+        ({"ip": "198.51.100.7", "city": "london"}, "london", "GRAY", "city"),
+    ],
+)
+def test_the_simulator_finds_the_callers_city_as_the_gateway_does(
+    api, settings, request_body, city, flag, matched
+):
+    """One answer everywhere to "which city is 81.2.69.142?": the gateway's resolver, with
+    the same GeoIP2 database (the test database puts 81.2.69.142 in London)."""
+    settings.GEOIP_DATABASE = str(GEOIP_TEST_DB)
+    policy = {**SEED, "ips": [], "cities": ["London"]}
+    assert api("operator").patch("/api/v1/policy/", policy, format="json").status_code == 200
+    body = api("viewer").post("/api/v1/simulate/", request_body, format="json").json()
+    assert (body["city"], body["flag"], body["matched"]) == (city, flag, matched)

@@ -12,7 +12,9 @@
   window.graylaneLive.on("gateway", function (event) {
     var row = document.querySelector('tr[data-gateway="' + CSS.escape(event.name) + '"]');
     if (!row) {
-      window.location.reload(); // a gateway created meanwhile
+      // A gateway created meanwhile; a table showing some gateways only (the overview's)
+      // just does not show it.
+      if (!document.querySelector("#gateways[data-partial]")) window.location.reload();
       return;
     }
     row.querySelectorAll("[data-field]").forEach(function (cell) {

@@ -1,0 +1,342 @@
+"""The gray gateway (dataplane.gateway) against nginx proxying the same upstream, side by side
+in one run, and the library alternative (an aiohttp server + ClientSession proxy) with them.
+
+Run:  .venv/bin/python bench/gateway.py [--runs 3] [--seconds 5] [--connections 32]
+                                        [--no-aiohttp]
+
+Everything runs on this machine as child processes: the upstream is an nginx (1 worker)
+answering every path with a fixed 16-byte body; the proxies in front of it are
+
+* nginx, Debian's, 1 worker: `proxy_pass` to an upstream block with `keepalive 64`,
+  HTTP/1.1 upstream, X-Forwarded-For/-Proto and a fixed X-Gray-Status set;
+* our gateway, `python -m dataplane.gateway` (1 process, uvloop + httptools), routing
+  `/user-app/...` by a gateway document of 100,000 users and 10,000 CIDRs (the policy of
+  bench/engine.py), read from its cache file (its dashboard is unreachable: fail static);
+* with aiohttp: the same decision (the same RoutingTable, CallerResolver and balancer) in
+  an aiohttp web handler that forwards with a kept-alive ClientSession; it reads each
+  answer whole instead of streaming it, which only flatters it.
+
+`wrk -t1 -c<connections> --latency` loads each for `--seconds` after a 1 s warm-up, with
+the headers of a browser request and a user id that is not in the list (every rule is
+checked). Printed per run: requests/s, wrk's p50 and p99 latency, the latency each proxy
+adds to the direct upstream's (p50 and p99 of the direct run subtracted), and CPU per
+request of the proxy process (its whole session: master and worker for nginx). Then the
+medians over runs and, last, the ratios: gateway / nginx throughput (target >= 0.5) and
+the gateway's added p50 (target <= 1 ms). The machine has 2 cores for wrk, the upstream and
+the proxy together: numbers of one run move; quote several.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import aiohttp
+import uvloop
+from aiohttp import web
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.engine import build_policy  # noqa: E402
+from bench.measure import session_cpu_seconds  # noqa: E402
+from bench.servers import WRK_MISSING  # noqa: E402
+from dataplane.gateway.headers import connection_listed, is_hop_by_hop  # noqa: E402
+from dataplane.gateway.routing import RoutingTable  # noqa: E402
+from routing_engine import CallerResolver  # noqa: E402
+from tests.processes import Process, free_port  # noqa: E402
+
+NGINX = "/usr/sbin/nginx"
+HEADERS = (
+    "User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0",
+    "Accept: application/json",
+    "Accept-Encoding: gzip, deflate, br",
+    "X-User-No: 424242424",
+)
+TARGET_RATIO = 0.5
+TARGET_ADDED_P50_MS = 1.0
+
+
+# -- the processes -------------------------------------------------------------------------------
+
+
+class Child(Process):
+    """A child process in a session of its own (its CPU: all of the session's processes),
+    ready once it answers GET /user-app/hello."""
+
+    def __init__(self, args: list[str], port: int, env: dict | None = None):
+        super().__init__(args, dict(os.environ if env is None else env))
+        self.port = port
+        self.start()
+
+    def is_ready(self) -> bool:
+        return _answers(self.port)
+
+    def cpu(self) -> float:
+        assert self.popen is not None
+        return session_cpu_seconds(self.popen.pid)
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"GET /user-app/hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            return sock.recv(12).startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
+
+
+def nginx(directory: Path, server: str) -> Child:
+    """nginx with 1 worker, in the foreground, serving `server` (a server block's body)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    temp = "".join(
+        f"{kind}_temp_path {directory / kind};\n"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    (directory / "nginx.conf").write_text(
+        f"""worker_processes 1;
+daemon off;
+pid {directory / "nginx.pid"};
+error_log {directory / "error.log"} warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    keepalive_requests 1000000;
+    {temp}
+    {server.replace("PORT", str(port))}
+}}
+"""
+    )
+    args = [NGINX, "-p", str(directory), "-e", str(directory / "error.log")]
+    return Child([*args, "-c", str(directory / "nginx.conf")], port)
+
+
+def upstream_nginx(directory: Path) -> Child:
+    return nginx(
+        directory,
+        """server { listen 127.0.0.1:PORT;
+           location / { default_type application/json; return 200 '{"version":"V1"}'; } }""",
+    )
+
+
+def proxy_nginx(directory: Path, upstream: int) -> Child:
+    return nginx(
+        directory,
+        f"""upstream app {{ server 127.0.0.1:{upstream}; keepalive 64; }}
+        server {{ listen 127.0.0.1:PORT;
+            location / {{
+                proxy_pass http://app;
+                proxy_http_version 1.1;
+                proxy_set_header Connection "";
+                proxy_set_header X-Gray-Status PROD;
+                proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+                proxy_set_header X-Forwarded-Proto $scheme;
+            }}
+        }}""",
+    )
+
+
+def gateway_document(upstream: int) -> bytes:
+    policy = build_policy(random.Random(7))
+    versions = policy.pop("versions")
+    instances = [
+        {"id": f"{v}-1", "host": "127.0.0.1", "port": upstream, "version": v, "weight": 1.0}
+        for v in ("V1", "V2")
+    ]
+    document = {
+        "generation": 1,
+        "revision": 1,
+        "checksum": "bench",
+        "gray": policy,
+        "versions": versions,
+        "services": {"user-app": {"prod": "V1", "gray": "V2", "instances": instances}},
+    }
+    return json.dumps(document).encode()
+
+
+def our_gateway(cache_file: Path) -> Child:
+    port = free_port()
+    args = [sys.executable, "-m", "dataplane.gateway", "--dashboard"]
+    args += [f"http://127.0.0.1:{free_port()}", "--token", "bench", "--name", "bench"]
+    args += ["--listen", f"127.0.0.1:{port}", "--cache-file", str(cache_file)]
+    return Child(args, port, {**os.environ, "GATEWAY_LOG_LEVEL": "WARNING"})
+
+
+def aiohttp_gateway(cache_file: Path) -> Child:
+    port = free_port()
+    args = [sys.executable, __file__, "--serve-aiohttp", str(port), str(cache_file)]
+    return Child(args, port)
+
+
+def serve_aiohttp(port: int, cache_file: Path) -> None:
+    """The library alternative: the gateway's decision in an aiohttp handler, forwarded
+    with a kept-alive ClientSession."""
+    table = RoutingTable.from_document(cache_file.read_bytes())
+    resolver = CallerResolver()
+
+    async def main() -> None:
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+        async def proxy(request: web.Request) -> web.StreamResponse:
+            service = table.services.get(request.path[1:].partition("/")[0])
+            if service is None:
+                return web.json_response({"detail": "no such service"}, status=404)
+            headers = {k.lower(): v for k, v in request.headers.items()}
+            peer = request.remote or ""
+            ip, city = resolver.resolve(
+                peer, headers.get("x-forwarded-for"), headers.get(table.city_header)
+            )
+            decision = table.matcher.decide(headers, ip=ip, city=city or "")
+            _, candidates = service.by_flag[decision.flag]
+            instance = service.balancer.pick(candidates)
+            assert instance is not None
+            listed = connection_listed([(k.encode(), v.encode()) for k, v in headers.items()])
+            forwarded = {k: v for k, v in headers.items() if not is_hop_by_hop(k.encode(), listed)}
+            forwarded["x-gray-status"] = decision.flag
+            forwarded["x-forwarded-for"] = peer
+            forwarded["x-forwarded-proto"] = "http"
+            url = f"http://{instance.host}:{instance.port}{request.path_qs}"
+            body = await request.read() if request.body_exists else None
+            async with session.request(request.method, url, headers=forwarded, data=body) as got:
+                payload = await got.read()
+                kept = {
+                    k: v
+                    for k, v in got.headers.items()
+                    if not is_hop_by_hop(k.lower().encode(), frozenset())
+                    and k.lower() != "content-length"
+                }
+                return web.Response(status=got.status, body=payload, headers=kept)
+
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", proxy)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        await asyncio.Event().wait()
+
+    uvloop.run(main())
+
+
+# -- the load ------------------------------------------------------------------------------------
+
+_LATENCY = re.compile(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", re.M)
+_UNIT_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+
+
+def wrk(port: int, seconds: int, connections: int) -> dict:
+    args = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    for header in HEADERS:
+        args += ["-H", header]
+    out = subprocess.run(
+        [*args, f"http://127.0.0.1:{port}/user-app/hello"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    if "Non-2xx" in out or "Socket errors" in out:
+        raise SystemExit(f"errors under load on port {port}:\n{out}")
+    latency = {int(p): float(v) * _UNIT_MS[u] for p, v, u in _LATENCY.findall(out)}
+    requests = int(next(line for line in out.splitlines() if "requests in" in line).split()[0])
+    rate = float(next(line for line in out.splitlines() if "Requests/sec" in line).split()[1])
+    return {"requests": requests, "rate": rate, "p50": latency[50], "p99": latency[99]}
+
+
+def measure(child: Child | None, port: int, args) -> dict:
+    wrk(port, 1, args.connections)  # warm-up: connections, caches, the upstream pool
+    before = child.cpu() if child else 0.0
+    result = wrk(port, args.seconds, args.connections)
+    if child:
+        result["cpu_us"] = (child.cpu() - before) / result["requests"] * 1e6
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--no-aiohttp", action="store_true")
+    parser.add_argument("--serve-aiohttp", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_aiohttp:
+        serve_aiohttp(int(args.serve_aiohttp[0]), Path(args.serve_aiohttp[1]))
+        return
+    if not shutil.which("wrk"):
+        raise SystemExit(WRK_MISSING)
+    if not Path(NGINX).exists():
+        raise SystemExit("no nginx: it comes from Debian (apt-get install -y nginx)")
+
+    work = Path(tempfile.mkdtemp(prefix="graylane-bench-gateway-"))
+    children: list[Child] = []
+    try:
+        upstream = upstream_nginx(work / "upstream")
+        children.append(upstream)
+        cache = work / "gateway.json"
+        cache.write_bytes(gateway_document(upstream.port))
+        proxies = {"nginx": proxy_nginx(work / "proxy", upstream.port)}
+        proxies["gateway"] = our_gateway(cache)
+        if not args.no_aiohttp:
+            proxies["aiohttp"] = aiohttp_gateway(cache)
+        children += proxies.values()
+        print(
+            f"wrk -t1 -c{args.connections} -d{args.seconds}s, {args.runs} runs; gateway policy: "
+            "100,000 users, 10,000 CIDRs; upstream: nginx, fixed 16-byte body"
+        )
+        results: dict[str, list[dict]] = {name: [] for name in ("direct", *proxies)}
+        for run in range(1, args.runs + 1):
+            direct = measure(None, upstream.port, args)
+            results["direct"].append(direct)
+            print(
+                f"run {run}: direct upstream {direct['rate']:8.0f} req/s  "
+                f"p50 {direct['p50']:.3f} ms  p99 {direct['p99']:.3f} ms"
+            )
+            for name, child in proxies.items():
+                result = measure(child, child.port, args)
+                result["added_p50"] = result["p50"] - direct["p50"]
+                result["added_p99"] = result["p99"] - direct["p99"]
+                results[name].append(result)
+                print(
+                    f"run {run}: {name:<15} {result['rate']:8.0f} req/s  "
+                    f"p50 {result['p50']:.3f} ms  p99 {result['p99']:.3f} ms  "
+                    f"added p50 {result['added_p50']:+.3f} ms  p99 {result['added_p99']:+.3f} ms  "
+                    f"CPU {result['cpu_us']:.1f} us/req"
+                )
+        print("medians:")
+        median = {
+            name: {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+            for name, runs in results.items()
+        }
+        for name in proxies:
+            m = median[name]
+            print(
+                f"  {name:<15} {m['rate']:8.0f} req/s  added p50 {m['added_p50']:+.3f} ms  "
+                f"added p99 {m['added_p99']:+.3f} ms  CPU {m['cpu_us']:.1f} us/req"
+            )
+        if "aiohttp" in proxies:
+            ratio = median["gateway"]["rate"] / median["aiohttp"]["rate"]
+            print(f"gateway / aiohttp throughput: {ratio:.2f}x")
+        ratio = median["gateway"]["rate"] / median["nginx"]["rate"]
+        added = median["gateway"]["added_p50"]
+        print(
+            f"gateway / nginx throughput: {ratio:.2f}x (target >= {TARGET_RATIO}); "
+            f"gateway added p50: {added:.3f} ms (target <= {TARGET_ADDED_P50_MS} ms)"
+        )
+    finally:
+        for child in reversed(children):
+            child.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""The gateway process: the proxy's server, its configuration client, the metric reporter
+and the upstream pool's housekeeping, on one uvloop event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import httpx
+
+from dataplane.gateway.config_client import ConfigClient
+from dataplane.gateway.metrics import Metrics
+from dataplane.gateway.options import Options
+from dataplane.gateway.proxy import ClientConnection, Context
+from dataplane.gateway.reporter import Reporter
+from dataplane.gateway.routing import RoutingTable
+from dataplane.gateway.upstream import UpstreamPool
+from routing_engine import CallerResolver
+
+log = logging.getLogger("dataplane.gateway")
+
+# The gateway's own pages. `/-/` cannot start a service's path (the dashboard's service
+# names never start with "-"); `/metrics` is the conventional scrape path and serves the
+# same page unless a service named `metrics` exists, which then owns it.
+RESERVED_PREFIX = b"/-/"
+TEXT = b"text/plain; charset=utf-8"
+
+
+def admin_pages(metrics: Metrics):
+    def page(path: bytes, table: RoutingTable | None) -> tuple[int, bytes, bytes] | None:
+        if path in (b"/-/metrics", b"/metrics"):
+            return 200, b"text/plain; version=0.0.4; charset=utf-8", metrics.prometheus_text()
+        if path == b"/-/healthz":
+            return 200, TEXT, b"ok\n"
+        if path == b"/-/readyz":
+            if table is None:
+                return 503, TEXT, b"no configuration yet\n"
+            return 200, TEXT, b"generation %d\n" % table.generation
+        return None
+
+    return page
+
+
+async def serve(options: Options) -> None:
+    loop = asyncio.get_running_loop()
+    metrics = Metrics()
+    context = Context(
+        table=None,
+        pool=UpstreamPool(
+            connect_timeout=options.connect_timeout,
+            idle_timeout=options.upstream_idle_timeout,
+            eject_after=options.eject_after,
+            eject_seconds=options.eject_seconds,
+        ),
+        resolver=CallerResolver(options.trusted_proxies, options.geoip),
+        metrics=metrics,
+        request_timeout=options.request_timeout,
+        idle_timeout=options.idle_timeout,
+        admin=admin_pages(metrics),
+    )
+
+    def install(table: RoutingTable) -> None:
+        context.table = table
+
+    async with httpx.AsyncClient(
+        base_url=options.dashboard,
+        headers={"Authorization": f"Token {options.token}"},
+        timeout=5.0,
+    ) as client:
+        config = ConfigClient(
+            client=client,
+            cache_file=options.cache_file,
+            install=install,
+            current=lambda: context.table,
+            name=options.name,
+            poll_wait=options.poll_wait,
+            prod_fallback=options.prod_fallback,
+        )
+        reporter = Reporter(
+            client=client,
+            metrics=metrics,
+            name=lambda: config.name,
+            interval=options.metrics_interval,
+        )
+        await config.load_cache()
+        server = await loop.create_server(
+            lambda: ClientConnection(context),
+            options.host,
+            options.port,
+            reuse_address=True,
+            backlog=1024,
+        )
+        log.info(
+            "Gateway listening on http://%s:%d/ (dashboard %s)",
+            options.host,
+            options.port,
+            options.dashboard,
+        )
+        stop = asyncio.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        tasks = [
+            loop.create_task(config.run()),
+            loop.create_task(reporter.run()),
+            loop.create_task(_housekeeping(context.pool)),
+        ]
+        await stop.wait()
+        log.info("Gateway stopping.")
+        server.close()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        context.pool.close_idle(older_than=0)
+        context.resolver.close()
+
+
+async def _housekeeping(pool: UpstreamPool) -> None:
+    while True:
+        await asyncio.sleep(1.0)
+        pool.close_idle()

@@ -1,0 +1,198 @@
+"""Getting the routing configuration: the long poll of docs/gateway-protocol.md, an ack
+per generation, and fail static.
+
+* A new document is compiled (routing.RoutingTable) off the event loop; if it does not
+  pass, the gateway acks its generation with the error and keeps routing by the table in
+  force, and polls for a newer generation.
+* A good one replaces the table, is written to the cache file (atomically: a temporary
+  file renamed over it) and acked.
+* While the dashboard cannot be reached the gateway keeps its table, and it starts from
+  the cache file when the dashboard is down at its own start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from dataplane.gateway.routing import ConfigError, RoutingTable
+
+log = logging.getLogger(__name__)
+NAME_HEADER = "X-Graylane-Gateway"
+CONFIG_PATH = "/api/v1/gateway-config/"
+RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+class ConfigClient:
+    def __init__(
+        self,
+        *,
+        client: httpx.AsyncClient,
+        cache_file: Path,
+        install: Callable[[RoutingTable], None],
+        current: Callable[[], RoutingTable | None],
+        name: str | None,
+        poll_wait: float,
+        prod_fallback: bool,
+    ):
+        self.client = client
+        self.cache_file = cache_file
+        self.install = install
+        self.current = current
+        self.name = name
+        self.poll_wait = poll_wait
+        self.prod_fallback = prod_fallback
+        self.known: int | None = None  # the generation polled for: running or refused
+        self.acked: int | None = None
+        self.ready = asyncio.Event()  # set once a name is known (for acks and metrics)
+        if name:
+            self.ready.set()
+
+    async def compile(self, body: bytes) -> RoutingTable:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            None, RoutingTable.from_document, body, self.current(), self.prod_fallback
+        )
+
+    async def load_cache(self) -> bool:
+        """Start from the cached document, if there is a good one."""
+        try:
+            body = self.cache_file.read_bytes()
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            log.warning("Cannot read the cached configuration %s: %s", self.cache_file, exc)
+            return False
+        try:
+            table = await self.compile(body)
+        except ConfigError as exc:
+            log.warning("The cached configuration %s is unusable: %s", self.cache_file, exc)
+            return False
+        self.install(table)
+        self.known = table.generation
+        log.info("Routing by the cached configuration, generation %d.", table.generation)
+        return True
+
+    async def run(self) -> None:
+        failures = 0
+        while True:
+            try:
+                await self.poll_once()
+                failures = 0
+            except (httpx.HTTPError, OSError) as exc:
+                if failures == 0:
+                    table = self.current()
+                    running = f"generation {table.generation}" if table else "no configuration"
+                    log.warning(
+                        "The dashboard cannot be reached (%s); routing by %s.", exc, running
+                    )
+                await asyncio.sleep(RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)])
+                failures += 1
+
+    async def poll_once(self) -> None:
+        params: dict[str, str | float] = {"wait": self.poll_wait}
+        if self.known is not None:
+            params["known"] = self.known
+        response = await self.client.get(
+            CONFIG_PATH, params=params, timeout=httpx.Timeout(5.0, read=self.poll_wait + 10)
+        )
+        self._learn_name(response)
+        if response.status_code == 304:
+            if self.known is not None and self.acked != self.known and self.current():
+                await self.ack(self.known)  # e.g. the dashboard restarted; say what we run
+            return
+        if response.status_code != 200:
+            log.warning(
+                "The dashboard answered the poll with %d: %s",
+                response.status_code,
+                response.text[:200],
+            )
+            await asyncio.sleep(RETRY_SECONDS[-1])
+            return
+        await self.apply(response.content)
+
+    def _learn_name(self, response: httpx.Response) -> None:
+        if self.name is None and response.headers.get(NAME_HEADER):
+            self.name = response.headers[NAME_HEADER]
+            log.info("This gateway is %r (from the dashboard).", self.name)
+            self.ready.set()
+
+    async def apply(self, body: bytes) -> None:
+        try:
+            table = await self.compile(body)
+        except ConfigError as exc:
+            generation = _generation_of(body)
+            running = self.current()
+            log.error(
+                "Refused generation %s: %s; still routing by %s.",
+                generation,
+                exc,
+                f"generation {running.generation}" if running else "no configuration",
+            )
+            if generation is not None:
+                self.known = generation
+                await self.ack(generation, error=str(exc))
+            else:
+                await asyncio.sleep(RETRY_SECONDS[-1])
+            return
+        self.install(table)
+        self.known = table.generation
+        log.info("Routing by generation %d (revision %d).", table.generation, table.revision)
+        try:
+            await asyncio.get_running_loop().run_in_executor(
+                None, write_atomically, self.cache_file, body
+            )
+        except OSError as exc:
+            log.warning("Cannot write the cache file %s: %s", self.cache_file, exc)
+        await self.ack(table.generation)
+
+    async def ack(self, generation: int, error: str | None = None) -> None:
+        if self.name is None:
+            log.warning(
+                "Not acking generation %d: this gateway's name is unknown (give --name).",
+                generation,
+            )
+            return
+        body: dict = {"generation": generation}
+        if error is not None:
+            body["error"] = error
+        response = await self.client.post(f"/api/v1/gateways/{self.name}/ack/", json=body)
+        if response.status_code != 200:
+            log.warning(
+                "The ack of generation %d got %d: %s",
+                generation,
+                response.status_code,
+                response.text[:200],
+            )
+        elif error is None:
+            self.acked = generation
+
+
+def _generation_of(body: bytes) -> int | None:
+    try:
+        generation = json.loads(body).get("generation")
+    except (ValueError, AttributeError, RecursionError):
+        return None
+    valid = isinstance(generation, int) and not isinstance(generation, bool) and generation >= 0
+    return generation if valid else None

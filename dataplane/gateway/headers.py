@@ -1,0 +1,59 @@
+"""Which headers cross the gateway (RFC 9110 §7.6.1) and what it adds.
+
+Hop-by-hop headers describe one connection, not the message: Connection and every header
+it names, Keep-Alive, TE, Trailer, Transfer-Encoding, Upgrade and the Proxy-* family are
+dropped in both directions. The gateway frames each side's body itself (Content-Length
+kept, chunked re-made). A client never chooses its own gray flag: its X-Gray-Status and
+any gray member of its W3C `baggage` are dropped before the gateway sets the flag.
+"""
+
+from __future__ import annotations
+
+from routing_engine import GRAY_STATUS_HEADER
+
+HOP_BY_HOP = frozenset(
+    (
+        b"connection",
+        b"keep-alive",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"proxy-connection",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"proxy-authentication-info",
+    )
+)
+NOTHING: frozenset[bytes] = frozenset()
+# Connection values that name no other header: nearly every message has one of these, and
+# they need no parsing.
+PLAIN_CONNECTION = frozenset((b"keep-alive", b"close"))
+GRAY_STATUS = GRAY_STATUS_HEADER.lower().encode()
+SHUTTING_DOWN = b"x-instance-shutting-down"
+
+
+def connection_listed(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]:
+    """Header names (lower-case) that the message's Connection headers declare
+    hop-by-hop."""
+    listed: set[bytes] = set()
+    for name, value in headers:
+        if name == b"connection":
+            listed.update(token.strip().lower() for token in value.split(b","))
+    return frozenset(listed)
+
+
+def is_hop_by_hop(name: bytes, listed: frozenset[bytes]) -> bool:
+    """`name` lower-case."""
+    return name in HOP_BY_HOP or name.startswith(b"proxy-") or name in listed
+
+
+def strip_gray_baggage(value: bytes) -> bytes:
+    """A `baggage` value without members whose key names a gray flag (W3C Baggage: a
+    comma-separated list of `key=value;properties`)."""
+    kept = [
+        member
+        for member in value.split(b",")
+        if member.strip() and b"gray" not in member.split(b"=", 1)[0].strip().lower()
+    ]
+    return b",".join(kept)
