@@ -115,8 +115,8 @@ class Replay:
 
 
 class Lifecycle:
-    """ASGI wrapper; see the module docstring. `in_flight` and `state` are for tests and
-    metrics: state is starting, warming, serving, draining, drained or exited."""
+    """ASGI wrapper; see the module docstring. `state`: starting, warming, serving, draining,
+    drained or exited; `in_flight`: requests being served."""
 
     def __init__(
         self,

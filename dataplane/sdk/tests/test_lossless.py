@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.lossless_lab import Load, lossless_lab
+from tests.lossless_lab import Load
 
 WARMUP_S = 3.0
 LOAD_S = 12
@@ -40,12 +40,6 @@ def restart_under_load(lab, mode: str) -> dict:
     }
     lab.stop_instances()
     return result
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    with lossless_lab(tmp_path_factory.mktemp("lossless")) as lab:
-        yield lab
 
 
 @pytest.fixture(scope="module")
