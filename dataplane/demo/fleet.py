@@ -160,7 +160,10 @@ class Fleet:
         args = [sys.executable, "-m", "uvicorn", "--host", self.host, "--port", str(self.port)]
         # No access log: the fleet's beats and lookups would bury everything else.
         args += ["--lifespan", "off", "--timeout-graceful-shutdown", "5", "--no-access-log"]
-        self.dashboard = self._start("dashboard", [*args, "graylane.asgi:application"])
+        env = dict(os.environ)
+        if not self.args.no_demo:  # the service page's "restart instance" for the demo fleet
+            env.setdefault("DEMO_RESTART", "true")
+        self.dashboard = self._start("dashboard", [*args, "graylane.asgi:application"], env)
         self._wait(
             "dashboard",
             lambda: _answers(self.dashboard_url + "/healthz") is not None,
