@@ -112,7 +112,16 @@ class Exchange:
         "replayable",
         "body_done",
         "upstream",
-        "head_waiter",
+        "attempting",
+        "timer",
+        "route",
+        "candidates",
+        "head",
+        "tried",
+        "instance",
+        "reused",
+        "stale_retried",
+        "failure",
         "chunked_out",
         "out",
         "answered",
@@ -148,7 +157,17 @@ class Exchange:
         self.replayable = True
         self.body_done = False
         self.upstream: UpstreamConnection | None = None
-        self.head_waiter: asyncio.Future | None = None
+        # The attempt in flight: sent to `instance`, waiting for the head of its answer.
+        self.attempting = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.route: Service | None = None
+        self.candidates: list[Instance] = []
+        self.head = b""
+        self.tried: set[tuple[str, int]] = set()
+        self.instance: Instance | None = None
+        self.reused = False  # the attempt went out on a kept-alive connection
+        self.stale_retried = False
+        self.failure = (503, b"No instance of the service is available.")
         self.chunked_out = False
         # Answer bytes for the client, written at once when the instance's data is parsed
         # (the head and the first piece of the body in one send, not two).
@@ -198,20 +217,15 @@ class Exchange:
 
     # Sink: the answer, as the instance sends it.
     def response_head(self, status, reason, headers, listed, length) -> None:
-        waiter = self.head_waiter
         if (
             status == 503
             and self.replayable
             and any(n == SHUTTING_DOWN and v.strip().lower() == b"true" for n, v in headers)
         ):
-            if waiter is not None and not waiter.done():
-                waiter.set_exception(_Retry())
-            upstream = self.upstream
-            self.upstream = None
-            if upstream is not None:
-                upstream.sink = None
-                upstream.close()
+            self._detach()
+            self._attempt_over(_Retry())
             return
+        self._attempt_over(None)
         self.status = status
         lines = [b"HTTP/1.1 %d %b\r\n" % (status, reason or _REASONS.get(status, b"Unknown"))]
         for name, value in headers:
@@ -231,8 +245,28 @@ class Exchange:
         lines.append(b"\r\n")
         self.answered = True
         self.out.append(b"".join(lines))
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+
+    def _attempt_over(self, error: BaseException | None) -> None:
+        """The attempt got the head of an answer (None), or failed before it."""
+        if not self.attempting:
+            return
+        self.attempting = False
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if error is not None:
+            self.client.attempt_failed(self, error)
+
+    def time_out(self) -> None:
+        if self.attempting:
+            self._detach()
+            self._attempt_over(TimeoutError())
+
+    def _detach(self) -> None:
+        upstream, self.upstream = self.upstream, None
+        if upstream is not None:
+            upstream.sink = None
+            upstream.close()
 
     def response_body(self, data: bytes) -> None:
         self.out.append(_frame_chunk(data) if self.chunked_out else data)
@@ -257,9 +291,8 @@ class Exchange:
 
     def response_failed(self, error: UpstreamError) -> None:
         self.upstream = None
-        waiter = self.head_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(error)
+        if self.attempting:
+            self._attempt_over(error)
         elif self.answered:
             # Part of the answer went out already: only closing tells the client.
             log.warning("%s %s: %s", self.method.decode(), self.url.decode("latin-1"), error)
@@ -276,13 +309,11 @@ class Exchange:
 
     def abort(self) -> None:
         """The client went away."""
-        upstream, self.upstream = self.upstream, None
-        if upstream is not None:
-            upstream.sink = None
-            upstream.close()
-        waiter = self.head_waiter
-        if waiter is not None and not waiter.done():
-            waiter.cancel()
+        self._detach()
+        self.attempting = False
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
 
 class ClientConnection(asyncio.Protocol):
@@ -367,7 +398,8 @@ class ClientConnection(asyncio.Protocol):
         self.parsing = exchange
         self.queue.append(exchange)
         if len(self.queue) == 1:
-            self.loop.create_task(self._serve(exchange))
+            # Once the parser is done with this message (its body may follow in this data).
+            self.loop.call_soon(self._serve, exchange)
         else:
             self.pause_reading_for(self.queue[0])  # pipelined: one at a time
 
@@ -387,30 +419,36 @@ class ClientConnection(asyncio.Protocol):
         self._paused_by.add(id(exchange))
 
     def resume_reading_for(self, exchange: Exchange) -> None:
-        self._paused_by.discard(id(exchange))
-        if not self._paused_by and self.transport is not None and not self._closing:
-            self.transport.resume_reading()
+        paused_by = self._paused_by
+        if paused_by:
+            paused_by.discard(id(exchange))
+            if not paused_by and self.transport is not None and not self._closing:
+                self.transport.resume_reading()
 
     def write(self, data: bytes) -> None:
         if self.transport is not None:
             self.transport.write(data)
 
-    # answering
-    async def _serve(self, exchange: Exchange) -> None:
+    # Answering: callbacks all the way (a request costs no task), but for connecting to an
+    # instance when no kept-alive connection to it is idle.
+    def _serve(self, exchange: Exchange) -> None:
         try:
-            await self._route(exchange)
+            self._route(exchange)
         except Exception:
             log.exception("proxying %s failed", exchange.url.decode("latin-1"))
-            if not exchange.answered:
-                self._answer(exchange, 500, b"The gateway failed.")
-            else:
-                exchange.keep_alive = False
-                self.finished(exchange)
+            self._broken(exchange)
 
-    async def _route(self, exchange: Exchange) -> None:
+    def _broken(self, exchange: Exchange) -> None:
+        exchange.abort()
+        if not exchange.answered:
+            self._answer(exchange, 500, b"The gateway failed.")
+        else:
+            exchange.keep_alive = False
+            self.finished(exchange)
+
+    def _route(self, exchange: Exchange) -> None:
         context = self.context
-        url = exchange.url
-        path = url.partition(b"?")[0]
+        path = exchange.url.partition(b"?")[0]
         if not path.startswith(b"/") or b"/../" in path + b"/" or b"/./" in path + b"/":
             self._answer(exchange, 400, b"Only paths of the form /{service}/{path}.")
             return
@@ -428,10 +466,11 @@ class ClientConnection(asyncio.Protocol):
             return
         assert table is not None
         exchange.service = name
-        head, flag = self._upstream_head(exchange, table)
-        version, candidates = service.by_flag[flag]
+        exchange.route = service
+        exchange.head, flag = self._upstream_head(exchange, table)
+        version, exchange.candidates = service.by_flag[flag]
         exchange.metric_version = version or NO_VERSION
-        await self._relay(exchange, service, candidates, head)
+        self._attempt(exchange)
 
     def _upstream_head(self, exchange: Exchange, table: RoutingTable) -> tuple[bytes, str]:
         """The request head for the instance, and the request's gray flag."""
@@ -510,76 +549,98 @@ class ClientConnection(asyncio.Protocol):
         # With every one ejected, trying one beats refusing the request.
         return service.balancer.pick(healthy or fresh)  # type: ignore[return-value]
 
-    async def _relay(self, exchange, service: Service, candidates, head: bytes) -> None:
-        context = self.context
-        tried: set[tuple[str, int]] = set()
-        failure = (503, b"No instance of the service is available.")
-        while True:
-            instance = self._pick(service, candidates, tried)
-            if instance is None:
-                break
-            tried.add(instance.address)
-            try:
-                upstream, _ = await context.pool.acquire(instance.address)
-            except ConnectFailed as exc:
-                log.info("%s: %s", service.name, exc)
-                failure = (502, b"No instance of the service could be reached.")
-                continue  # nothing was sent: any request may go elsewhere
-            if self.transport is None:  # the client went away meanwhile
-                context.pool.release(upstream)
-                return
-            exchange.metric_version = instance.version
-            try:
-                await self._exchange(exchange, upstream, head)
-                return  # the head went to the client; callbacks carry the rest
-            except _Retry:
-                context.pool.eject(instance.address)
-                failure = (503, b"Every instance tried is shutting down.")
-                if exchange.can_send_again():
-                    continue
-                break
-            except BrokeBeforeAnswer as exc:
-                log.info("%s at %s:%d: %s", service.name, *instance.address, exc)
-                context.pool.connect_failed(instance.address)
-                failure = (502, b"The instance closed the connection without answering.")
-                if exchange.method in IDEMPOTENT and exchange.can_send_again():
-                    continue
-                break
-            except UpstreamError as exc:
-                log.info("%s at %s:%d: %s", service.name, *instance.address, exc)
-                failure = (502, b"The instance sent an unreadable answer.")
-                break
-            except TimeoutError:
-                failure = (504, b"The instance did not answer in time.")
-                break
-            except asyncio.CancelledError:
-                return  # the client went away
-        self._answer(exchange, *failure)
+    def _attempt(self, exchange: Exchange) -> None:
+        """Send the request to the next instance to try, or answer why there is none."""
+        assert exchange.route is not None
+        instance = self._pick(exchange.route, exchange.candidates, exchange.tried)
+        if instance is None:
+            self._answer(exchange, *exchange.failure)
+            return
+        exchange.tried.add(instance.address)
+        exchange.instance = instance
+        # A request sent again goes out on a new connection.
+        upstream = None if exchange.stale_retried else self.context.pool.take_idle(instance.address)
+        exchange.reused = upstream is not None
+        if upstream is not None:
+            self._send(exchange, upstream)
+        else:
+            self.loop.create_task(self._connect(exchange, instance))
 
-    async def _exchange(self, exchange: Exchange, upstream: UpstreamConnection, head: bytes):
-        """Send the request (what arrived of its body so far, the rest as it comes) and wait
-        for the head of the answer."""
+    async def _connect(self, exchange: Exchange, instance: Instance) -> None:
+        try:
+            upstream = await self.context.pool.connect(instance.address)
+        except ConnectFailed as exc:
+            log.info("%s: %s", instance.id, exc)
+            exchange.failure = (502, b"No instance of the service could be reached.")
+            upstream = None
+        try:
+            if self.transport is None:  # the client went away meanwhile
+                if upstream is not None:
+                    self.context.pool.release(upstream)
+            elif upstream is None:
+                self._attempt(exchange)  # nothing was sent: any request may go elsewhere
+            else:
+                self._send(exchange, upstream)
+        except Exception:
+            log.exception("proxying %s failed", exchange.url.decode("latin-1"))
+            self._broken(exchange)
+
+    def _send(self, exchange: Exchange, upstream: UpstreamConnection) -> None:
+        """Send the request (what arrived of its body so far; the rest follows as it comes)
+        and wait, by callbacks, for the head of the answer."""
+        assert exchange.instance is not None
         if exchange.sent:
             exchange.pending[:0] = exchange.sent
             exchange.sent, exchange.sent_size = [], 0
         upstream.begin(exchange, head_request=exchange.method == b"HEAD")
         exchange.upstream = upstream
-        waiter = exchange.head_waiter = self.loop.create_future()
-        upstream.write(head)
+        exchange.metric_version = exchange.instance.version
+        exchange.attempting = True
+        upstream.write(exchange.head)
         pending, exchange.pending, exchange.pending_size = exchange.pending, [], 0
         for data in pending:
             upstream.write(data)
             exchange._keep(data)
         self.resume_reading_for(exchange)
-        timer = self.loop.call_later(self.context.request_timeout, _time_out, waiter)
+        exchange.timer = self.loop.call_later(self.context.request_timeout, exchange.time_out)
+
+    def attempt_failed(self, exchange: Exchange, error: BaseException) -> None:
+        """The attempt failed before any answer: try another instance when that cannot
+        repeat work (docs/gateway.md, Retries), else answer why."""
+        instance = exchange.instance
+        assert instance is not None
+        pool = self.context.pool
+        retry = False
+        if isinstance(error, _Retry):
+            pool.eject(instance.address)
+            exchange.failure = (503, b"Every instance tried is shutting down.")
+            retry = exchange.can_send_again()
+        elif isinstance(error, BrokeBeforeAnswer):
+            log.info("%s at %s:%d: %s", instance.id, *instance.address, error)
+            if exchange.reused and not exchange.stale_retried:
+                # Likely a kept-alive connection the instance closed as the request went
+                # out: the instance itself may be fine, and is tried once more.
+                exchange.stale_retried = True
+                exchange.tried.discard(instance.address)
+            else:
+                pool.connect_failed(instance.address)
+            exchange.failure = (502, b"The instance closed the connection without answering.")
+            retry = exchange.method in IDEMPOTENT and exchange.can_send_again()
+        elif isinstance(error, TimeoutError):
+            exchange.failure = (504, b"The instance did not answer in time.")
+        else:
+            log.info("%s at %s:%d: %s", instance.id, *instance.address, error)
+            exchange.failure = (502, b"The instance sent an unreadable answer.")
+        if self.transport is None:
+            return
         try:
-            await waiter
-        except (TimeoutError, asyncio.CancelledError):
-            exchange.abort()
-            raise
-        finally:
-            timer.cancel()
-            exchange.head_waiter = None
+            if retry:
+                self._attempt(exchange)
+            else:
+                self._answer(exchange, *exchange.failure)
+        except Exception:
+            log.exception("proxying %s failed", exchange.url.decode("latin-1"))
+            self._broken(exchange)
 
     def _answer(
         self,
@@ -622,16 +683,14 @@ class ClientConnection(asyncio.Protocol):
             exchange.keep_alive = False  # the rest of its body would be read as a request
         if self.queue and self.queue[0] is exchange:
             self.queue.popleft()
-        self._paused_by.discard(id(exchange))
         if not exchange.keep_alive or self._closing:
             self._close()
             return
         if self.queue:
-            self.loop.create_task(self._serve(self.queue[0]))
+            self.loop.call_soon(self._serve, self.queue[0])
         else:
             self._arm_idle()
-        if not self._paused_by and self.transport is not None:
-            self.transport.resume_reading()
+        self.resume_reading_for(exchange)
 
     def _answer_and_close(self, status: int, detail: bytes) -> None:
         body = b'{"detail": "%b"}' % detail
@@ -669,8 +728,3 @@ class ClientConnection(asyncio.Protocol):
                 self._close()
                 return
         self._idle_timer = self.loop.call_later(remaining, self._check_idle)
-
-
-def _time_out(waiter: asyncio.Future) -> None:
-    if not waiter.done():
-        waiter.set_exception(TimeoutError())

@@ -266,13 +266,16 @@ class UpstreamPool:
             connection.close()
 
     # connections
-    async def acquire(self, address: Address) -> tuple[UpstreamConnection, bool]:
-        """(connection, whether it was kept alive from an earlier exchange)."""
+    def take_idle(self, address: Address) -> UpstreamConnection | None:
+        """A kept-alive connection from an earlier exchange, if one is idle."""
         idle = self._idle.get(address)
         while idle:
             connection = idle.pop()
             if not connection.closed:
-                return connection, True
+                return connection
+        return None
+
+    async def connect(self, address: Address) -> UpstreamConnection:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_timeout):
@@ -283,7 +286,7 @@ class UpstreamPool:
             self.connect_failed(address)
             raise ConnectFailed(f"connect to {address[0]}:{address[1]}: {exc}") from exc
         self._failures.pop(address, None)
-        return connection, False
+        return connection
 
     def release(self, connection: UpstreamConnection) -> None:
         idle = self._idle.setdefault(connection.address, [])
