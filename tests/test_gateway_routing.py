@@ -267,3 +267,15 @@ def test_pipelined_requests_are_answered_in_order(lab, two_versions):
     answers = received.split(b"HTTP/1.1 200 OK")[1:]
     assert len(answers) == 3
     assert [b'"version": "V2"' in a for a in answers] == [False, True, False]
+
+
+def test_the_gateways_own_pages_and_a_service_named_metrics(lab, two_versions):
+    gateway = lab.start_gateway()
+    assert httpx.get(gateway.url + "/metrics").text.startswith("# HELP")
+    assert httpx.get(gateway.url + "/-/healthz").status_code == 200
+    lab.instance("metrics", "V1")
+    lab.sync()
+    named = lab.start_gateway(name="gw-named")
+    assert httpx.get(named.url + "/metrics/x").json()["version"] == "V1"
+    assert httpx.get(named.url + "/metrics").json()["version"] == "V1", "the service owns it"
+    assert "graylane_gateway_requests_total" in httpx.get(named.url + "/-/metrics").text
