@@ -11,8 +11,9 @@ fleet-wide templates and per-service overrides (docs/api.md).
 
 The defaults count exactly: `(c - c offset {step}) >= 0 or c` is what a counter grew by
 since one step ago, or, for a series that is new (no value a step ago) or restarted (it
-went down), its whole value, which it counted since it began at zero. `increase()` would
-extrapolate to the window's edges and answer fractions of requests.
+went down), its whole value, which it counted since it began at zero (so a restart misses
+what the old process counted in that step). `increase()` would extrapolate to the window's
+edges and answer fractions of requests.
 """
 
 from __future__ import annotations
