@@ -139,7 +139,7 @@ class PrometheusSource:
         first = since // step * step
         now = int(time.time())
         current = now // step * step
-        answer: Steps = {}
+        answer: dict[str, dict[int, str]] = {}  # Prometheus sends numbers as strings
         if current > first:
             body = self._call(
                 "query_range",
