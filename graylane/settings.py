@@ -314,6 +314,15 @@ METRICS_MAX_SAMPLES = env_int("METRICS_MAX_SAMPLES", 1000, minimum=1)
 METRICS_MAX_BODY_BYTES = env_int("METRICS_MAX_BODY_BYTES", 262_144, minimum=1)
 # /metrics (Prometheus): open when empty, else `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_str("METRICS_TOKEN")
+# The series API's other source: Prometheus, through PromQL templates (metrics/prometheus.py).
+PROMETHEUS_URL = env_str("PROMETHEUS_URL")
+PROMETHEUS_TIMEOUT = env_float("PROMETHEUS_TIMEOUT", 5.0, minimum=0.1)
+PROMETHEUS_QUERIES = env_str("PROMETHEUS_QUERIES")
+METRICS_SOURCE = env_str("METRICS_SOURCE", "rollups")
+if METRICS_SOURCE not in ("rollups", "prometheus"):
+    raise ImproperlyConfigured(f"METRICS_SOURCE={METRICS_SOURCE!r}: use rollups or prometheus.")
+if METRICS_SOURCE == "prometheus" and not PROMETHEUS_URL:
+    raise ImproperlyConfigured("METRICS_SOURCE=prometheus needs PROMETHEUS_URL.")
 # Events one /ws/live/ socket may have waiting before it is dropped as too slow.
 LIVE_CLIENT_QUEUE = env_int("LIVE_CLIENT_QUEUE", 256, minimum=1)
 

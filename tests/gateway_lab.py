@@ -3,9 +3,9 @@
 Instances: real HTTP/1.1 servers on loopback ports, all served by one asyncio loop in a
 background thread. Each answers `{"version", "instance", "gray_status", "headers", "body"}`
 (what it received), keeps its connections alive and records every request; `mode` makes
-it misbehave the ways the gateway must survive. Lab: the dashboard side (registering
-instances over the embedded registry's HTTP API, policy and instance changes through the
-REST API) and the gateway processes."""
+it misbehave the ways the gateway must survive, and a path ending in /fail gets a 500. Lab:
+the dashboard side (registering instances over the embedded registry's HTTP API, policy and
+instance changes through the REST API) and the gateway processes."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ SHUTTING_DOWN = "shutting_down"  # 503 + X-Instance-Shutting-Down: true
 HANG_UP = "hang_up"  # reads the whole request, then closes the connection unanswered
 SILENT = "silent"  # reads the whole request and never answers
 HOP_HEADERS = "hop_headers"  # answers with hop-by-hop headers a gateway must not pass on
+FAIL_SUFFIX = "/fail"  # an OK instance answers a path ending so with 500 (its own error)
 
 
 @dataclass
@@ -111,7 +112,8 @@ class _Connection(asyncio.Protocol):
                 }
             ).encode()
             extra = b""
-            status = b"200 OK"
+            failing = self.url.decode().split("?")[0].endswith(FAIL_SUFFIX)
+            status = b"500 Internal Server Error" if failing else b"200 OK"
         self.transport.write(
             b"HTTP/1.1 %b\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%b\r\n%b"
             % (status, len(body), extra, body)
