@@ -400,12 +400,14 @@ class ClientConnection(asyncio.Protocol):
             return
         assert table is not None
         exchange.service = name
-        head, flag = self._upstream_head(exchange, table)
+        head, flag = self._upstream_head(exchange, table, service)
         version, candidates = service.by_flag[flag]
         exchange.metric_version = version or NO_VERSION
         await self._relay(exchange, service, candidates, head)
 
-    def _upstream_head(self, exchange: Exchange, table: RoutingTable) -> tuple[bytes, str]:
+    def _upstream_head(
+        self, exchange: Exchange, table: RoutingTable, service: Service
+    ) -> tuple[bytes, str]:
         """The request head for the instance, and the request's gray flag."""
         headers = exchange.headers
         listed = connection_listed(headers)
@@ -449,7 +451,8 @@ class ClientConnection(asyncio.Protocol):
             forwarded_for.decode("latin-1") if forwarded_for is not None else None,
             decide_on.get(table.city_header),
         )
-        decision = table.matcher.decide(decide_on, ip=client_ip, city=city or "")
+        decide = service.decide or table.matcher.decide
+        decision = decide(decide_on, ip=client_ip, city=city or "")
         trusted = resolver.trusted and resolver.is_trusted(peer)
         chain = (forwarded_for + b", " if forwarded_for else b"") + peer.encode()
         lines.append(b"x-forwarded-for: %b\r\n" % chain)
