@@ -35,13 +35,11 @@ import os
 import random
 import re
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import aiohttp
@@ -56,7 +54,7 @@ from bench.servers import WRK_MISSING  # noqa: E402
 from dataplane.gateway.headers import connection_listed, is_hop_by_hop  # noqa: E402
 from dataplane.gateway.routing import RoutingTable  # noqa: E402
 from routing_engine import CallerResolver  # noqa: E402
-from tests.processes import BASE_DIR, free_port  # noqa: E402
+from tests.processes import Process, free_port  # noqa: E402
 
 NGINX = "/usr/sbin/nginx"
 HEADERS = (
@@ -72,38 +70,21 @@ TARGET_ADDED_P50_MS = 1.0
 # -- the processes -------------------------------------------------------------------------------
 
 
-class Child:
-    """A child process in a session of its own (its CPU: all of the session's processes)."""
+class Child(Process):
+    """A child process in a session of its own (its CPU: all of the session's processes),
+    ready once it answers GET /user-app/hello."""
 
     def __init__(self, args: list[str], port: int, env: dict | None = None):
+        super().__init__(args, dict(os.environ if env is None else env))
         self.port = port
-        self.log = tempfile.TemporaryFile()
-        self.popen = subprocess.Popen(
-            args,
-            cwd=BASE_DIR,
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 30
-        while not _answers(port):
-            if self.popen.poll() is not None or time.monotonic() > deadline:
-                self.log.seek(0)
-                raise SystemExit(f"{args[:3]} did not start:\n{self.log.read().decode()}")
-            time.sleep(0.05)
+        self.start()
+
+    def is_ready(self) -> bool:
+        return _answers(self.port)
 
     def cpu(self) -> float:
+        assert self.popen is not None
         return session_cpu_seconds(self.popen.pid)
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            os.killpg(self.popen.pid, signal.SIGTERM)
-            try:
-                self.popen.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.popen.pid, signal.SIGKILL)
-                self.popen.wait()
 
 
 def _answers(port: int) -> bool:

@@ -32,6 +32,7 @@ too slow. Everything it makes is removed at the end, also after an error or Ctrl
 import argparse
 import asyncio
 import bisect
+import collections
 import contextlib
 import json
 import math
@@ -86,7 +87,7 @@ def parse_args():
     parser.add_argument("--clients", type=int, help="websocket clients (100; --quick: 20)")
     parser.add_argument("--services", type=int, default=2, help="services (2)")
     parser.add_argument("--versions", type=int, default=2, help="versions per service (2)")
-    parser.add_argument("--warmup", type=int, default=3, help="seconds posted, not measured (3)")
+    parser.add_argument("--warmup", type=int, default=5, help="seconds posted, not measured (5)")
     parser.add_argument(
         "--redis", help="redis://... (a celery worker publishes); default: no Redis"
     )
@@ -153,7 +154,7 @@ class Client:
     closed: int | None = None
 
 
-async def gateway(base_url, name, token, series, stop_at, measure_from, posts) -> None:
+async def gateway(base_url, name, token, series, stop_at, measure_from, posts, failures) -> None:
     offset = random.random()
     headers = {"Authorization": f"Token {token}"}
     async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as http:
@@ -178,9 +179,17 @@ async def gateway(base_url, name, token, series, stop_at, measure_from, posts) -
                 for service, version in series
             ]
             started = time.time()
-            answer = await http.post("/api/v1/metrics/", json={"gateway": name, "samples": samples})
+            try:
+                answer = await http.post(
+                    "/api/v1/metrics/", json={"gateway": name, "samples": samples}
+                )
+            except httpx.HTTPError as exc:
+                failures.append(type(exc).__name__)
+                continue
             answered = time.time()
-            answer.raise_for_status()
+            if answer.status_code != 202:
+                failures.append(str(answer.status_code))
+                continue
             if started >= measure_from:
                 posts.append(
                     (
@@ -256,11 +265,14 @@ async def run(args, database: str, var_dir: str, processes: list) -> dict:
     if clients:
         await asyncio.wait_for(ready.wait(), 60)
     posts: list = []
+    failures: list[str] = []
     begin = time.time()
     measure_from = begin + args.warmup
     stop_at = measure_from + args.seconds
     gateways = [
-        asyncio.create_task(gateway(server.url, name, token, series, stop_at, measure_from, posts))
+        asyncio.create_task(
+            gateway(server.url, name, token, series, stop_at, measure_from, posts, failures)
+        )
         for name, token in fleet
     ]
     await asyncio.sleep(measure_from - time.time())
@@ -282,6 +294,7 @@ async def run(args, database: str, var_dir: str, processes: list) -> dict:
         "server_cpu": server_cpu,
         "worker_cpu": worker_cpu,
         "measured": (measure_from, stop_at),
+        "failures": failures,
     }
 
 
@@ -322,24 +335,29 @@ def report(args, database: str, result: dict) -> None:
         f"{args.warmup} s warm-up + {args.seconds} s measured"
     )
     print(f"percentiles: {PERCENTILE_METHOD}")
+    first, last = result["measured"]
     print(
-        f"ingested: {accepted} of {samples} samples in {len(posts)} posts, "
-        f"{accepted / elapsed.wall:.0f} samples/s ({len(posts) / elapsed.wall:.1f} posts/s)"
+        f"ingested: {accepted} of {samples} samples in {len(posts)} posts started in the "
+        f"{last - first:.0f} s measured, {accepted / (last - first):.0f} samples/s "
+        f"({len(posts) / (last - first):.1f} posts/s)"
     )
     cpu = f"server {result['server_cpu'] / max(accepted, 1) * 1e6:.0f} µs"
     if result["worker_cpu"] is not None:
         cpu += f" + celery worker {result['worker_cpu'] / max(accepted, 1) * 1e6:.0f} µs"
     busy = (result["server_cpu"] + (result["worker_cpu"] or 0)) / elapsed.wall
     print(
-        f"CPU per sample (user + sys over {elapsed.wall:.1f} s wall): {cpu}; "
+        f"CPU per sample (user + sys over {elapsed.wall:.1f} s wall, to the last answer): "
+        f"{cpu}; "
         f"server side busy {busy:.0%} of one core; this process (gateways + clients) "
         f"{elapsed.cpu / elapsed.wall:.0%} of one core"
     )
     answers = [(post.answered - post.started) * 1000 for _, post in posts]
     print(f"POST /api/v1/metrics/ answered, {summary(answers, 'ms')}")
+    if result["failures"]:
+        counts = collections.Counter(result["failures"])
+        print(f"FAILED posts (not counted above): {dict(counts)}")
     dropped = sum(1 for c in clients if c.closed is not None)
     if clients:
-        first, last = result["measured"]
         arrived_then = sum(
             1 for c in clients for seen in c.seen.values() for _, at in seen if first <= at < last
         )

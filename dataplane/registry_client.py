@@ -281,15 +281,18 @@ class Registration:
         self._task = asyncio.create_task(self._run(), name=f"registration {self.instance.port}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        if self.registered.is_set():
-            try:
-                await self.client.deregister(self.instance)
-            except RegistryError as exc:
-                log.warning("could not deregister %s: %s", self.instance, exc)
-            self.registered.clear()
+        """Stop beating and deregister: also when no registration was confirmed yet (one
+        may have reached the server), which Nacos answers ok for an unknown instance."""
+        if self._task is None:
+            return
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        self._task = None
+        try:
+            await self.client.deregister(self.instance)
+        except RegistryError as exc:
+            log.warning("could not deregister %s: %s", self.instance, exc)
+        self.registered.clear()
 
     async def _run(self) -> None:
         while True:

@@ -11,7 +11,9 @@ few services only, so they go to one group per service, and to METRICS_ALL_GROUP
 that watch every service; every other event goes to GROUP, which every page is in.
 """
 
+import asyncio
 import hashlib
+import threading
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
@@ -142,7 +144,15 @@ def publish(*events: LiveEvent) -> None:
     layer = get_channel_layer()
     if layer is None or not events:
         return
-    async_to_sync(_send_all)(layer, events)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        async_to_sync(_send_all)(layer, events)
+        return
+    # Sync code called from a thread whose event loop is running (a test driving a browser,
+    # or sync code under an async caller): async_to_sync cannot run here, and waiting would
+    # block that loop, so the events go from a thread of their own.
+    threading.Thread(target=async_to_sync(_send_all), args=(layer, events), daemon=True).start()
 
 
 async def _send_all(layer, events) -> None:

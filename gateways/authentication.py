@@ -4,7 +4,7 @@ gateway things (read its config, ack it). Users' tokens cannot do those."""
 from django.contrib.auth.models import Group, Permission
 from rest_framework import authentication, exceptions
 
-from accounts.models import hash_token
+from accounts.models import ApiToken, hash_token
 from gateways.models import Gateway
 
 
@@ -57,3 +57,20 @@ class GatewayTokenAuthentication(authentication.TokenAuthentication):
         if gateway is None:
             raise exceptions.AuthenticationFailed("Invalid token.")
         return GatewayPrincipal(gateway), gateway
+
+
+class GatewayOnlyTokenAuthentication(authentication.TokenAuthentication):
+    """For endpoints other apps serve to gateways only (metrics ingestion): one query for a
+    gateway's key; a user's key is refused with 403 and any other with 401, as the gateway
+    protocol's endpoints answer."""
+
+    def authenticate_credentials(self, key):
+        digest = hash_token(key)
+        gateway = Gateway.objects.filter(token_hash=digest).first()
+        if gateway is not None:
+            return GatewayPrincipal(gateway), gateway
+        if ApiToken.objects.filter(key_hash=digest).exists():
+            raise exceptions.PermissionDenied(
+                "This endpoint is for gateways: use the gateway's own token."
+            )
+        raise exceptions.AuthenticationFailed("Invalid token.")

@@ -4,8 +4,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.authentication import ApiTokenAuthentication
-from gateways.authentication import GatewayTokenAuthentication
+from gateways.authentication import GatewayOnlyTokenAuthentication
 from gateways.protocol.views import GATEWAY_TOKEN, REFUSALS, GatewayEndpoint
 from metrics import services
 from metrics.permissions import GatewayOnly
@@ -19,8 +18,7 @@ from metrics.serializers import (
 
 
 class MetricsIngestView(GatewayEndpoint):
-    # Users' tokens are recognised only to be refused with 403 rather than 401.
-    authentication_classes = [ApiTokenAuthentication, GatewayTokenAuthentication]
+    authentication_classes = [GatewayOnlyTokenAuthentication]
     permission_classes = [GatewayOnly]
 
     def max_body_bytes(self) -> int:

@@ -25,19 +25,24 @@ def fresh_env(var_dir: Path, **extra: str) -> dict[str, str]:
     )
 
 
+def manage(var_dir: Path, *command: str) -> str:
+    """`manage.py COMMAND` on the database of `var_dir`; its output."""
+    return subprocess.run(
+        [sys.executable, "manage.py", *command],
+        cwd=BASE_DIR,
+        env=fresh_env(var_dir),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
 @contextmanager
 def fresh_dashboard(var_dir: Path):
     """uvicorn serving graylane.asgi on a database made by migrate + demo_setup --demo."""
-    env = fresh_env(var_dir)
-    for command in (["migrate", "--noinput"], ["demo_setup", "--demo"]):
-        subprocess.run(
-            [sys.executable, "manage.py", *command],
-            cwd=BASE_DIR,
-            env=env,
-            check=True,
-            capture_output=True,
-        )
-    with AsgiServer(env) as server:
+    manage(var_dir, "migrate", "--noinput")
+    manage(var_dir, "demo_setup", "--demo")
+    with AsgiServer(fresh_env(var_dir)) as server:
         yield server
 
 

@@ -25,6 +25,7 @@ from tests.processes import GatewayProcess, free_port
 OK = "ok"
 SHUTTING_DOWN = "shutting_down"  # 503 + X-Instance-Shutting-Down: true
 HANG_UP = "hang_up"  # reads the whole request, then closes the connection unanswered
+SILENT = "silent"  # reads the whole request and never answers
 
 
 @dataclass
@@ -84,6 +85,8 @@ class _Connection(asyncio.Protocol):
         upstream.received.append(Received(method, self.url.decode(), self.headers, self.body))
         if upstream.mode == HANG_UP:
             self.transport.close()
+            return
+        if upstream.mode == SILENT:
             return
         if upstream.mode == SHUTTING_DOWN:
             body = b'{"detail": "shutting down"}'

@@ -98,7 +98,7 @@ class LoadResult:
 
 
 def _milliseconds(text: str) -> float:
-    for unit, factor in (("us", 0.001), ("ms", 1.0), ("s", 1000.0)):
+    for unit, factor in (("us", 0.001), ("ms", 1.0), ("s", 1000.0), ("m", 60_000.0)):
         if text.endswith(unit):
             return float(text[: -len(unit)]) * factor
     raise ValueError(text)

@@ -167,7 +167,8 @@ class CeleryWorker(Process):
 
 class GatewayProcess(Process):
     """`python -m dataplane.gateway` against a dashboard, on a free loopback port (or `port`,
-    to restart one where it was); ready once /-/healthz answers. `extra`: more options."""
+    to restart one where it was); ready once it routes by some configuration (/-/readyz).
+    `extra`: more options."""
 
     ready_timeout = 15.0
 
@@ -182,7 +183,7 @@ class GatewayProcess(Process):
 
     def is_ready(self) -> bool:
         try:
-            return httpx.get(self.url + "/-/healthz", timeout=1).status_code == 200
+            return httpx.get(self.url + "/-/readyz", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
 

@@ -9,12 +9,23 @@ import httpx
 import pytest
 
 from dataplane.registry_client import NamingClient
-from tests.demo_processes import FLEET_PASSWORD, FLEET_USER, DemoInstance, fresh_dashboard
+from tests.demo_processes import (
+    FLEET_PASSWORD,
+    FLEET_USER,
+    DemoInstance,
+    fresh_dashboard,
+    manage,
+)
 
 
 @pytest.fixture(scope="module")
-def dashboard(tmp_path_factory):
-    with fresh_dashboard(tmp_path_factory.mktemp("demo-services")) as server:
+def var_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("demo-services")
+
+
+@pytest.fixture(scope="module")
+def dashboard(var_dir):
+    with fresh_dashboard(var_dir) as server:
         yield server
 
 
@@ -84,6 +95,28 @@ def test_user_app_calls_the_order_app_version_its_flag_asks_for(fleet):
         headers = {"X-Gray-Status": flag} if flag else {}
         seen = {hello(user_v1, **headers).json()["downstream"]["version"] for _ in range(4)}
         assert seen == {"V1", "V2"}
+
+
+def test_an_instance_taken_offline_in_the_dashboard_gets_no_more_calls(fleet, dashboard, var_dir):
+    user_v1, _, order_v2 = fleet
+    token = manage(var_dir, "issue_token", "olga", "--role", "operator").strip().splitlines()[-1]
+    api = httpx.Client(base_url=dashboard.url, headers={"Authorization": f"Token {token}"})
+    instance_id = wait_for(  # once the registry sync has seen it
+        lambda: {
+            row["port"]: row["id"]
+            for row in api.get("/api/v1/services/order-app/instances/").json()["results"]
+        }.get(order_v2.port)
+    )
+
+    def gray_goes_to() -> str:
+        return hello(user_v1, **{"X-Gray-Status": "GRAY"}).json()["downstream"]["version"]
+
+    assert gray_goes_to() == "V2"
+    assert api.post(f"/api/v1/instances/{instance_id}/offline/").status_code == 202
+    # No gray instance left: GRAY falls back to prod (within the list's 1 s lifetime).
+    wait_for(lambda: gray_goes_to() == "V1", timeout=3)
+    assert api.post(f"/api/v1/instances/{instance_id}/online/").status_code == 202
+    wait_for(lambda: gray_goes_to() == "V2", timeout=10)
 
 
 def test_the_error_switch_of_an_instance(fleet):

@@ -2,13 +2,15 @@
 rule say: a real dashboard (uvicorn), instances registered in its embedded registry, and
 `python -m dataplane.gateway` as a process, all over loopback."""
 
+import socket
+import time
 from collections import Counter
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.gateway_lab import HANG_UP, SHUTTING_DOWN, Lab, UpstreamFleet
+from tests.gateway_lab import HANG_UP, SHUTTING_DOWN, SILENT, Lab, UpstreamFleet
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GEOIP_TEST_DB = Path(__file__).parent / "data" / "geoip" / "GeoIP2-City-Test.mmdb"
@@ -222,3 +224,46 @@ def test_a_post_whose_connection_broke_after_it_was_sent_is_not_retried(lab):
     assert not posted_to_broken & {r.body for r in good.received}, "no POST was sent twice"
     # A GET that broke the same way is sent again: GET is idempotent.
     assert all(get(gateway).status_code == 200 for _ in range(4))
+
+
+def test_an_instance_that_does_not_answer_in_time_gets_504(lab):
+    lab.instance("user-app", "V1", SILENT)
+    lab.sync()
+    lab.policy(**SEED_RULES)
+    gateway = lab.start_gateway("--request-timeout", "0.5")
+    started = time.monotonic()
+    response = get(gateway)
+    assert response.status_code == 504
+    assert 0.5 <= time.monotonic() - started < 2
+
+
+def test_an_idle_client_connection_is_closed_after_the_idle_timeout(lab, two_versions):
+    gateway = lab.start_gateway("--idle-timeout", "0.5")
+    with socket.create_connection(("127.0.0.1", gateway.port)) as sock:
+        sock.settimeout(3)
+        sock.sendall(b"GET /user-app/hello HTTP/1.1\r\nHost: gw\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        started = time.monotonic()
+        assert sock.recv(1) == b"", "the gateway closed the kept-alive connection"
+        assert 0.4 <= time.monotonic() - started < 2
+    with socket.create_connection(("127.0.0.1", gateway.port)) as slow:
+        slow.settimeout(3)
+        slow.sendall(b"GET /user-app/hello HTTP/1.1\r\n")  # a head that never ends
+        assert slow.recv(1) == b""
+
+
+def test_pipelined_requests_are_answered_in_order(lab, two_versions):
+    gateway = lab.start_gateway()
+    with socket.create_connection(("127.0.0.1", gateway.port)) as sock:
+        sock.settimeout(5)
+        sock.sendall(
+            b"GET /user-app/one HTTP/1.1\r\nHost: gw\r\n\r\n"
+            b"GET /user-app/two HTTP/1.1\r\nHost: gw\r\ngray: gray-996\r\n\r\n"
+            b"GET /user-app/three HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n"
+        )
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    answers = received.split(b"HTTP/1.1 200 OK")[1:]
+    assert len(answers) == 3
+    assert [b'"version": "V2"' in a for a in answers] == [False, True, False]

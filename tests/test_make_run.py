@@ -125,8 +125,8 @@ def kill_all(popen: subprocess.Popen) -> None:
 
 
 def requests_seen(gateway: str, service: str) -> float:
-    """The gateway's request count for `service` (its Prometheus text at /metrics)."""
-    text = httpx.get(gateway + "/metrics", timeout=2).text
+    """The gateway's request count for `service` (its Prometheus text at /-/metrics)."""
+    text = httpx.get(gateway + "/-/metrics", timeout=2).text
     return sum(
         sample.value
         for family in text_string_to_metric_families(text)

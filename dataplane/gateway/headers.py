@@ -25,6 +25,10 @@ HOP_BY_HOP = frozenset(
         b"proxy-authentication-info",
     )
 )
+NOTHING: frozenset[bytes] = frozenset()
+# Connection values that name no other header: nearly every message has one of these, and
+# they need no parsing.
+PLAIN_CONNECTION = frozenset((b"keep-alive", b"close"))
 GRAY_STATUS = GRAY_STATUS_HEADER.lower().encode()
 SHUTTING_DOWN = b"x-instance-shutting-down"
 

@@ -30,9 +30,11 @@ import httptools
 
 from dataplane.gateway.headers import (
     GRAY_STATUS,
+    HOP_BY_HOP,
+    NOTHING,
+    PLAIN_CONNECTION,
     SHUTTING_DOWN,
     connection_listed,
-    is_hop_by_hop,
     strip_gray_baggage,
 )
 from dataplane.gateway.metrics import Metrics
@@ -44,7 +46,7 @@ from dataplane.gateway.upstream import (
     UpstreamError,
     UpstreamPool,
 )
-from routing_engine import CallerResolver
+from routing_engine import FLAGS, CallerResolver
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,17 @@ REPLAY_LIMIT = 1 << 20
 # Body bytes waiting for an upstream connection before the client is asked to pause.
 PENDING_LIMIT = 1 << 18
 NO_VERSION = "none"
+# Request headers the gateway drops, rewrites or reads before passing the rest on.
+_HANDLED = HOP_BY_HOP | {
+    b"content-length",
+    b"x-forwarded-for",
+    b"x-forwarded-proto",
+    GRAY_STATUS,
+    b"expect",
+    b"baggage",
+    b"host",
+}
+_FLAG_BYTES = {flag: flag.encode() for flag in FLAGS}
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 
 
@@ -88,6 +101,7 @@ class Exchange:
         "method",
         "url",
         "headers",
+        "listed",
         "version",
         "keep_alive",
         "body_framing",
@@ -98,7 +112,14 @@ class Exchange:
         "replayable",
         "body_done",
         "upstream",
-        "head_waiter",
+        "attempting",
+        "timer",
+        "route",
+        "candidates",
+        "head",
+        "tried",
+        "instance",
+        "failure",
         "chunked_out",
         "out",
         "answered",
@@ -109,11 +130,14 @@ class Exchange:
         "failed",
     )
 
-    def __init__(self, client: ClientConnection, url: bytes, headers: list, parser) -> None:
+    def __init__(
+        self, client: ClientConnection, url: bytes, headers: list, listed: frozenset, parser
+    ) -> None:
         self.client = client
         self.method: bytes = parser.get_method()
         self.url = url
         self.headers: list[tuple[bytes, bytes]] = headers
+        self.listed = listed  # what the Connection header declares hop-by-hop
         self.version: str = parser.get_http_version()
         self.keep_alive: bool = parser.should_keep_alive()
         # How the body goes upstream: b"" (none), b"length" or b"chunked" (re-chunked).
@@ -131,7 +155,15 @@ class Exchange:
         self.replayable = True
         self.body_done = False
         self.upstream: UpstreamConnection | None = None
-        self.head_waiter: asyncio.Future | None = None
+        # The attempt in flight: sent to `instance`, waiting for the head of its answer.
+        self.attempting = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.route: Service | None = None
+        self.candidates: list[Instance] = []
+        self.head = b""
+        self.tried: set[tuple[str, int]] = set()
+        self.instance: Instance | None = None
+        self.failure = (503, b"No instance of the service is available.")
         self.chunked_out = False
         # Answer bytes for the client, written at once when the instance's data is parsed
         # (the head and the first piece of the body in one send, not two).
@@ -180,27 +212,22 @@ class Exchange:
         return self.replayable
 
     # Sink: the answer, as the instance sends it.
-    def response_head(self, status, reason, headers, length) -> None:
-        waiter = self.head_waiter
+    def response_head(self, status, reason, headers, listed, length) -> None:
         if (
             status == 503
             and self.replayable
             and any(n == SHUTTING_DOWN and v.strip().lower() == b"true" for n, v in headers)
         ):
-            if waiter is not None and not waiter.done():
-                waiter.set_exception(_Retry())
-            upstream = self.upstream
-            self.upstream = None
-            if upstream is not None:
-                upstream.sink = None
-                upstream.close()
+            self._detach()
+            self._attempt_over(_Retry())
             return
+        self._attempt_over(None)
         self.status = status
-        listed = connection_listed(headers)
         lines = [b"HTTP/1.1 %d %b\r\n" % (status, reason or _REASONS.get(status, b"Unknown"))]
         for name, value in headers:
-            if not is_hop_by_hop(name, listed):
-                lines.append(b"%b: %b\r\n" % (name, value))
+            if name in HOP_BY_HOP or name in listed or name[:6] == b"proxy-":
+                continue
+            lines += (name, b": ", value, b"\r\n")
         if length is None or length < 0:
             if self.version == "1.1":
                 self.chunked_out = True
@@ -214,8 +241,28 @@ class Exchange:
         lines.append(b"\r\n")
         self.answered = True
         self.out.append(b"".join(lines))
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+
+    def _attempt_over(self, error: BaseException | None) -> None:
+        """The attempt got the head of an answer (None), or failed before it."""
+        if not self.attempting:
+            return
+        self.attempting = False
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if error is not None:
+            self.client.attempt_failed(self, error)
+
+    def time_out(self) -> None:
+        if self.attempting:
+            self._detach()
+            self._attempt_over(TimeoutError())
+
+    def _detach(self) -> None:
+        upstream, self.upstream = self.upstream, None
+        if upstream is not None:
+            upstream.sink = None
+            upstream.close()
 
     def response_body(self, data: bytes) -> None:
         self.out.append(_frame_chunk(data) if self.chunked_out else data)
@@ -240,9 +287,8 @@ class Exchange:
 
     def response_failed(self, error: UpstreamError) -> None:
         self.upstream = None
-        waiter = self.head_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(error)
+        if self.attempting:
+            self._attempt_over(error)
         elif self.answered:
             # Part of the answer went out already: only closing tells the client.
             log.warning("%s %s: %s", self.method.decode(), self.url.decode("latin-1"), error)
@@ -259,13 +305,11 @@ class Exchange:
 
     def abort(self) -> None:
         """The client went away."""
-        upstream, self.upstream = self.upstream, None
-        if upstream is not None:
-            upstream.sink = None
-            upstream.close()
-        waiter = self.head_waiter
-        if waiter is not None and not waiter.done():
-            waiter.cancel()
+        self._detach()
+        self.attempting = False
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
 
 class ClientConnection(asyncio.Protocol):
@@ -275,11 +319,14 @@ class ClientConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpRequestParser(self)
         self.peer = ""
+        self.peer_bytes = b""
         self.queue: deque[Exchange] = deque()  # the first is being answered
         self.parsing: Exchange | None = None
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
+        self._connection = False  # the request's Connection header names other headers
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._idle_since: float | None = None  # None: a request is being read or answered
         self._paused_by: set[int] = set()
         self._closing = False
 
@@ -288,6 +335,7 @@ class ClientConnection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if peer else ""
+        self.peer_bytes = self.peer.encode()
         self._arm_idle()
 
     def data_received(self, data: bytes) -> None:
@@ -304,7 +352,9 @@ class ClientConnection(asyncio.Protocol):
                 self._close()
 
     def connection_lost(self, exc) -> None:
-        self._cancel_idle()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
         for exchange in self.queue:
             exchange.abort()
         self.queue.clear()
@@ -326,20 +376,26 @@ class ClientConnection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._url = b""
         self._headers = []
+        self._connection = False
 
     def on_url(self, url: bytes) -> None:
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers.append((name.lower(), value))
+        name = name.lower()
+        self._headers.append((name, value))
+        if name == b"connection" and value.lower() not in PLAIN_CONNECTION:
+            self._connection = True
 
     def on_headers_complete(self) -> None:
         self._cancel_idle()
-        exchange = Exchange(self, self._url, self._headers, self.parser)
+        listed = connection_listed(self._headers) if self._connection else NOTHING
+        exchange = Exchange(self, self._url, self._headers, listed, self.parser)
         self.parsing = exchange
         self.queue.append(exchange)
         if len(self.queue) == 1:
-            self.loop.create_task(self._serve(exchange))
+            # Once the parser is done with this message (its body may follow in this data).
+            self.loop.call_soon(self._serve, exchange)
         else:
             self.pause_reading_for(self.queue[0])  # pipelined: one at a time
 
@@ -367,22 +423,26 @@ class ClientConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.write(data)
 
-    # answering
-    async def _serve(self, exchange: Exchange) -> None:
+    # Answering: callbacks all the way (a request costs no task), but for connecting to an
+    # instance when no kept-alive connection to it is idle.
+    def _serve(self, exchange: Exchange) -> None:
         try:
-            await self._route(exchange)
+            self._route(exchange)
         except Exception:
             log.exception("proxying %s failed", exchange.url.decode("latin-1"))
-            if not exchange.answered:
-                self._answer(exchange, 500, b"The gateway failed.")
-            else:
-                exchange.keep_alive = False
-                self.finished(exchange)
+            self._broken(exchange)
 
-    async def _route(self, exchange: Exchange) -> None:
+    def _broken(self, exchange: Exchange) -> None:
+        exchange.abort()
+        if not exchange.answered:
+            self._answer(exchange, 500, b"The gateway failed.")
+        else:
+            exchange.keep_alive = False
+            self.finished(exchange)
+
+    def _route(self, exchange: Exchange) -> None:
         context = self.context
-        url = exchange.url
-        path = url.partition(b"?")[0]
+        path = exchange.url.partition(b"?")[0]
         if not path.startswith(b"/") or b"/../" in path + b"/" or b"/./" in path + b"/":
             self._answer(exchange, 400, b"Only paths of the form /{service}/{path}.")
             return
@@ -400,48 +460,55 @@ class ClientConnection(asyncio.Protocol):
             return
         assert table is not None
         exchange.service = name
-        head, flag = self._upstream_head(exchange, table, service)
-        version, candidates = service.by_flag[flag]
+        exchange.route = service
+        exchange.head, flag = self._upstream_head(exchange, table, service)
+        version, exchange.candidates = service.by_flag[flag]
         exchange.metric_version = version or NO_VERSION
-        await self._relay(exchange, service, candidates, head)
+        self._attempt(exchange)
 
     def _upstream_head(
         self, exchange: Exchange, table: RoutingTable, service: Service
     ) -> tuple[bytes, str]:
         """The request head for the instance, and the request's gray flag."""
-        headers = exchange.headers
-        listed = connection_listed(headers)
+        listed = exchange.listed
+        decision_headers = table.decision_headers
         decide_on: dict[str, str] = {}
         forwarded_for = forwarded_proto = None
-        lines = [b"%b %b HTTP/1.1\r\n" % (exchange.method, exchange.url)]
+        lines = [exchange.method, b" ", exchange.url, b" HTTP/1.1\r\n"]
         has_host = False
         expect_continue = False
-        for name, value in headers:
-            if is_hop_by_hop(name, listed):
-                continue
-            if name == b"content-length":
-                if exchange.body_framing == b"length":
-                    lines.append(b"content-length: %b\r\n" % value)
-                continue
-            if name == b"x-forwarded-for":
-                forwarded_for = value if forwarded_for is None else forwarded_for + b", " + value
-                continue
-            if name == b"x-forwarded-proto":
-                forwarded_proto = value
-                continue
-            if name == GRAY_STATUS:
-                continue
-            if name == b"expect":
-                expect_continue = value.strip().lower() == b"100-continue"
-                continue
-            if name == b"baggage":
-                value = strip_gray_baggage(value)
-                if not value:
+        # Most headers pass as they are; the few the gateway acts on are picked out by one
+        # set lookup (this loop runs for every header of every request).
+        for name, value in exchange.headers:
+            if name in _HANDLED or name in listed or name[:6] == b"proxy-":
+                if name in HOP_BY_HOP or name in listed or name[:6] == b"proxy-":
                     continue
-            elif name == b"host":
-                has_host = True
-            decide_on[name.decode("latin-1")] = value.decode("latin-1")
-            lines.append(b"%b: %b\r\n" % (name, value))
+                if name == b"content-length":
+                    if exchange.body_framing == b"length":
+                        lines += (b"content-length: ", value, b"\r\n")
+                    continue
+                if name == b"x-forwarded-for":
+                    forwarded_for = (
+                        value if forwarded_for is None else forwarded_for + b", " + value
+                    )
+                    continue
+                if name == b"x-forwarded-proto":
+                    forwarded_proto = value
+                    continue
+                if name == GRAY_STATUS:
+                    continue
+                if name == b"expect":
+                    expect_continue = value.strip().lower() == b"100-continue"
+                    continue
+                if name == b"baggage":
+                    value = strip_gray_baggage(value)
+                    if not value:
+                        continue
+                elif name == b"host":
+                    has_host = True
+            if name in decision_headers:
+                decide_on[name.decode("latin-1")] = value.decode("latin-1")
+            lines += (name, b": ", value, b"\r\n")
         if exchange.body_framing == b"chunked":
             lines.append(b"transfer-encoding: chunked\r\n")
         peer = self.peer
@@ -454,14 +521,18 @@ class ClientConnection(asyncio.Protocol):
         decide = service.decide or table.matcher.decide
         decision = decide(decide_on, ip=client_ip, city=city or "")
         trusted = resolver.trusted and resolver.is_trusted(peer)
-        chain = (forwarded_for + b", " if forwarded_for else b"") + peer.encode()
-        lines.append(b"x-forwarded-for: %b\r\n" % chain)
+        chain = (forwarded_for + b", " if forwarded_for else b"") + self.peer_bytes
         proto = forwarded_proto if trusted and forwarded_proto else b"http"
-        lines.append(b"x-forwarded-proto: %b\r\n" % proto)
-        lines.append(b"x-gray-status: %b\r\n" % decision.flag.encode())
-        if not has_host:
-            lines.append(b"host: gateway\r\n")
-        lines.append(b"\r\n")
+        lines += (
+            b"x-forwarded-for: ",
+            chain,
+            b"\r\nx-forwarded-proto: ",
+            proto,
+            b"\r\nx-gray-status: ",
+            _FLAG_BYTES[decision.flag],
+            b"\r\n" if has_host else b"\r\nhost: gateway\r\n",
+            b"\r\n",
+        )
         if expect_continue and exchange.version == "1.1" and not exchange.body_done:
             self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         return b"".join(lines), decision.flag
@@ -475,76 +546,90 @@ class ClientConnection(asyncio.Protocol):
         # With every one ejected, trying one beats refusing the request.
         return service.balancer.pick(healthy or fresh)  # type: ignore[return-value]
 
-    async def _relay(self, exchange, service: Service, candidates, head: bytes) -> None:
-        context = self.context
-        tried: set[tuple[str, int]] = set()
-        failure = (503, b"No instance of the service is available.")
-        while True:
-            instance = self._pick(service, candidates, tried)
-            if instance is None:
-                break
-            tried.add(instance.address)
-            try:
-                upstream, _ = await context.pool.acquire(instance.address)
-            except ConnectFailed as exc:
-                log.info("%s: %s", service.name, exc)
-                failure = (502, b"No instance of the service could be reached.")
-                continue  # nothing was sent: any request may go elsewhere
-            if self.transport is None:  # the client went away meanwhile
-                context.pool.release(upstream)
-                return
-            exchange.metric_version = instance.version
-            try:
-                await self._exchange(exchange, upstream, head)
-                return  # the head went to the client; callbacks carry the rest
-            except _Retry:
-                context.pool.eject(instance.address)
-                failure = (503, b"Every instance tried is shutting down.")
-                if exchange.can_send_again():
-                    continue
-                break
-            except BrokeBeforeAnswer as exc:
-                log.info("%s at %s:%d: %s", service.name, *instance.address, exc)
-                context.pool.connect_failed(instance.address)
-                failure = (502, b"The instance closed the connection without answering.")
-                if exchange.method in IDEMPOTENT and exchange.can_send_again():
-                    continue
-                break
-            except UpstreamError as exc:
-                log.info("%s at %s:%d: %s", service.name, *instance.address, exc)
-                failure = (502, b"The instance sent an unreadable answer.")
-                break
-            except TimeoutError:
-                failure = (504, b"The instance did not answer in time.")
-                break
-            except asyncio.CancelledError:
-                return  # the client went away
-        self._answer(exchange, *failure)
+    def _attempt(self, exchange: Exchange) -> None:
+        """Send the request to the next instance to try, or answer why there is none."""
+        assert exchange.route is not None
+        instance = self._pick(exchange.route, exchange.candidates, exchange.tried)
+        if instance is None:
+            self._answer(exchange, *exchange.failure)
+            return
+        exchange.tried.add(instance.address)
+        exchange.instance = instance
+        upstream = self.context.pool.take_idle(instance.address)
+        if upstream is not None:
+            self._send(exchange, upstream)
+        else:
+            self.loop.create_task(self._connect(exchange, instance))
 
-    async def _exchange(self, exchange: Exchange, upstream: UpstreamConnection, head: bytes):
-        """Send the request (what arrived of its body so far, the rest as it comes) and wait
-        for the head of the answer."""
+    async def _connect(self, exchange: Exchange, instance: Instance) -> None:
+        try:
+            upstream = await self.context.pool.connect(instance.address)
+        except ConnectFailed as exc:
+            log.info("%s: %s", instance.id, exc)
+            exchange.failure = (502, b"No instance of the service could be reached.")
+            upstream = None
+        try:
+            if self.transport is None:  # the client went away meanwhile
+                if upstream is not None:
+                    self.context.pool.release(upstream)
+            elif upstream is None:
+                self._attempt(exchange)  # nothing was sent: any request may go elsewhere
+            else:
+                self._send(exchange, upstream)
+        except Exception:
+            log.exception("proxying %s failed", exchange.url.decode("latin-1"))
+            self._broken(exchange)
+
+    def _send(self, exchange: Exchange, upstream: UpstreamConnection) -> None:
+        """Send the request (what arrived of its body so far; the rest follows as it comes)
+        and wait, by callbacks, for the head of the answer."""
+        assert exchange.instance is not None
         if exchange.sent:
             exchange.pending[:0] = exchange.sent
             exchange.sent, exchange.sent_size = [], 0
         upstream.begin(exchange, head_request=exchange.method == b"HEAD")
         exchange.upstream = upstream
-        waiter = exchange.head_waiter = self.loop.create_future()
-        upstream.write(head)
+        exchange.metric_version = exchange.instance.version
+        exchange.attempting = True
+        upstream.write(exchange.head)
         pending, exchange.pending, exchange.pending_size = exchange.pending, [], 0
         for data in pending:
             upstream.write(data)
             exchange._keep(data)
         self.resume_reading_for(exchange)
-        timer = self.loop.call_later(self.context.request_timeout, _time_out, waiter)
+        exchange.timer = self.loop.call_later(self.context.request_timeout, exchange.time_out)
+
+    def attempt_failed(self, exchange: Exchange, error: BaseException) -> None:
+        """The attempt failed before any answer: try another instance when that cannot
+        repeat work (docs/gateway.md, Retries), else answer why."""
+        instance = exchange.instance
+        assert instance is not None
+        pool = self.context.pool
+        retry = False
+        if isinstance(error, _Retry):
+            pool.eject(instance.address)
+            exchange.failure = (503, b"Every instance tried is shutting down.")
+            retry = exchange.can_send_again()
+        elif isinstance(error, BrokeBeforeAnswer):
+            log.info("%s at %s:%d: %s", instance.id, *instance.address, error)
+            pool.connect_failed(instance.address)
+            exchange.failure = (502, b"The instance closed the connection without answering.")
+            retry = exchange.method in IDEMPOTENT and exchange.can_send_again()
+        elif isinstance(error, TimeoutError):
+            exchange.failure = (504, b"The instance did not answer in time.")
+        else:
+            log.info("%s at %s:%d: %s", instance.id, *instance.address, error)
+            exchange.failure = (502, b"The instance sent an unreadable answer.")
+        if self.transport is None:
+            return
         try:
-            await waiter
-        except (TimeoutError, asyncio.CancelledError):
-            exchange.abort()
-            raise
-        finally:
-            timer.cancel()
-            exchange.head_waiter = None
+            if retry:
+                self._attempt(exchange)
+            else:
+                self._answer(exchange, *exchange.failure)
+        except Exception:
+            log.exception("proxying %s failed", exchange.url.decode("latin-1"))
+            self._broken(exchange)
 
     def _answer(
         self,
@@ -592,7 +677,7 @@ class ClientConnection(asyncio.Protocol):
             self._close()
             return
         if self.queue:
-            self.loop.create_task(self._serve(self.queue[0]))
+            self.loop.call_soon(self._serve, self.queue[0])
         else:
             self._arm_idle()
         if not self._paused_by and self.transport is not None:
@@ -611,16 +696,26 @@ class ClientConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    # The idle timeout: one timer per connection that re-arms itself, not a timer made and
+    # cancelled for every request of a kept-alive connection.
     def _arm_idle(self) -> None:
-        self._cancel_idle()
-        self._idle_timer = self.loop.call_later(self.context.idle_timeout, self._close)
+        self._idle_since = self.loop.time()
+        if self._idle_timer is None:
+            self._idle_timer = self.loop.call_later(self.context.idle_timeout, self._check_idle)
 
     def _cancel_idle(self) -> None:
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
+        self._idle_since = None
 
-
-def _time_out(waiter: asyncio.Future) -> None:
-    if not waiter.done():
-        waiter.set_exception(TimeoutError())
+    def _check_idle(self) -> None:
+        self._idle_timer = None
+        if self.transport is None:
+            return
+        timeout = self.context.idle_timeout
+        if self._idle_since is None:
+            remaining = timeout
+        else:
+            remaining = self._idle_since + timeout - self.loop.time()
+            if remaining <= 0:
+                self._close()
+                return
+        self._idle_timer = self.loop.call_later(remaining, self._check_idle)

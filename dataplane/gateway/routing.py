@@ -75,6 +75,8 @@ class RoutingTable:
     checksum: str
     matcher: GrayMatcher
     city_header: str  # lower-case
+    # Request headers the decision reads (lower-case): the header rule's, city and user.
+    decision_headers: frozenset[bytes]
     services: dict[str, Service]
 
     def candidates(self, service: Service, flag: str) -> tuple[str | None, list[Instance]]:
@@ -129,6 +131,11 @@ class RoutingTable:
             checksum=str(document.get("checksum", "")),
             matcher=matcher,
             city_header=policy["city_header"].lower(),
+            decision_headers=frozenset(
+                name.lower().encode("latin-1")
+                for name in (policy["header"]["name"], policy["city_header"], policy["user_header"])
+                if name
+            ),
             services=services,
         )
 

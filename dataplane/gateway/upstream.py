@@ -18,6 +18,8 @@ from typing import Protocol
 
 import httptools
 
+from dataplane.gateway.headers import NOTHING, PLAIN_CONNECTION, connection_listed
+
 Address = tuple[str, int]
 
 
@@ -41,7 +43,12 @@ class Sink(Protocol):
     """Who receives an answer: the client side of the exchange (proxy.py)."""
 
     def response_head(
-        self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]], length: int | None
+        self,
+        status: int,
+        reason: bytes,
+        headers: list[tuple[bytes, bytes]],
+        listed: frozenset[bytes],
+        length: int | None,
     ) -> None: ...
     def response_body(self, data: bytes) -> None: ...
     def flush(self) -> None: ...
@@ -58,6 +65,7 @@ class UpstreamConnection(asyncio.Protocol):
         "sink",
         "parser",
         "headers",
+        "listed",
         "reason",
         "received",
         "head_done",
@@ -80,6 +88,7 @@ class UpstreamConnection(asyncio.Protocol):
         self.sink = sink
         self.parser = httptools.HttpResponseParser(self)
         self.headers: list[tuple[bytes, bytes]] = []
+        self.listed: frozenset[bytes] = NOTHING
         self.reason = b""
         self.received = self.head_done = False
         self.no_body = head_request
@@ -133,7 +142,10 @@ class UpstreamConnection(asyncio.Protocol):
         self.reason += reason
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name.lower(), value))
+        name = name.lower()
+        self.headers.append((name, value))
+        if name == b"connection" and value.lower() not in PLAIN_CONNECTION:
+            self.listed = self.listed | connection_listed([(name, value)])
 
     def on_headers_complete(self) -> None:
         parser = self.parser
@@ -142,6 +154,7 @@ class UpstreamConnection(asyncio.Protocol):
             # An interim answer (100 Continue; the gateway answered the client's Expect
             # itself): skipped, the final one follows on the same parser.
             self.headers = []
+            self.listed = NOTHING
             self.reason = b""
             return
         self.head_done = True
@@ -161,7 +174,7 @@ class UpstreamConnection(asyncio.Protocol):
             length = -1  # delimited by the end of the connection
         self.to_close = length == -1
         assert self.sink is not None
-        self.sink.response_head(status, self.reason, self.headers, length)
+        self.sink.response_head(status, self.reason, self.headers, self.listed, length)
         if self.no_body:
             # An answer to HEAD announces a body it does not have; httptools would wait for
             # it, so the exchange ends here and the connection is not reused.
@@ -253,13 +266,16 @@ class UpstreamPool:
             connection.close()
 
     # connections
-    async def acquire(self, address: Address) -> tuple[UpstreamConnection, bool]:
-        """(connection, whether it was kept alive from an earlier exchange)."""
+    def take_idle(self, address: Address) -> UpstreamConnection | None:
+        """A kept-alive connection from an earlier exchange, if one is idle."""
         idle = self._idle.get(address)
         while idle:
             connection = idle.pop()
             if not connection.closed:
-                return connection, True
+                return connection
+        return None
+
+    async def connect(self, address: Address) -> UpstreamConnection:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_timeout):
@@ -270,7 +286,7 @@ class UpstreamPool:
             self.connect_failed(address)
             raise ConnectFailed(f"connect to {address[0]}:{address[1]}: {exc}") from exc
         self._failures.pop(address, None)
-        return connection, False
+        return connection
 
     def release(self, connection: UpstreamConnection) -> None:
         idle = self._idle.setdefault(connection.address, [])

@@ -38,7 +38,7 @@ from routing_engine import (
     select_instances,
 )
 
-from .flag import HEADER, current_flag, outgoing_headers
+from .flag import BAGGAGE_HEADER, HEADER, current_flag, flag_headers
 from .lifecycle import SHUTTING_DOWN_HEADER
 
 log = logging.getLogger(__name__)
@@ -156,10 +156,12 @@ class ServiceBalancer:
         marker or a refused connection, again on another instance. NoInstance when none is
         left; the last marker answer when every attempt met one."""
         flag = flag or current_flag()
-        headers = dict(kwargs.pop("headers", None) or {})
+        headers = {
+            name.lower(): value for name, value in (kwargs.pop("headers", None) or {}).items()
+        }
         if flag is not None:
-            headers.setdefault(HEADER, flag)
-        headers.update(outgoing_headers(headers))
+            headers.pop(HEADER.lower(), None)
+            headers.update(flag_headers(flag, headers.pop(BAGGAGE_HEADER, None)))
         tried: set = set()
         last: httpx.Response | None = None
         for _ in range(self.attempts):

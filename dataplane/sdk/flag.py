@@ -105,7 +105,12 @@ def outgoing_headers(headers: Mapping[str, Any] | None = None) -> dict[str, str]
     present = {name.lower(): value for name, value in (headers or {}).items()}
     if HEADER.lower() in present:
         return {}
-    return {HEADER: flag, BAGGAGE_HEADER: _with_baggage(present.get(BAGGAGE_HEADER), flag)}
+    return flag_headers(flag, present.get(BAGGAGE_HEADER))
+
+
+def flag_headers(flag: str, baggage: str | None = None) -> dict[str, str]:
+    """`X-Gray-Status: flag`, and `baggage` with our entry set to it (others kept)."""
+    return {HEADER: flag, BAGGAGE_HEADER: _with_baggage(baggage, flag)}
 
 
 def run_with_flag(function: Callable[P, T]) -> Callable[P, T]:

@@ -20,6 +20,10 @@ flight and no request came for `quiet_s` (callers have seen the change), or unti
 has passed. Then uvicorn's own graceful shutdown runs (close the port, finish connections),
 and in the lifespan shutdown the heartbeats stop and the instance is deregistered, last.
 
+`app_lifespan=True` also runs the wrapped app's own lifespan (Starlette, FastAPI, any app
+that has one; Django's ASGI handler has none): its startup before ours, its shutdown after
+the instance is deregistered.
+
 `graceful=False` is the naive lifecycle of a service without the SDK, for comparison:
 registered at once, and on SIGTERM uvicorn closes the port straight away.
 """
@@ -67,6 +71,38 @@ _MARKER_HEADERS = [
 _MARKER_BODY = b'{"error":"instance shutting down"}'
 
 
+class AppLifespan:
+    """The wrapped app's own lifespan, driven from ours through two queues."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], scope: Scope):
+        self.app, self.scope = app, scope
+        self._to_app: asyncio.Queue[dict] = asyncio.Queue()
+        self._from_app: asyncio.Queue[dict] = asyncio.Queue()
+        self._task: asyncio.Task | None = None
+
+    async def _step(self, message: str) -> None:
+        await self._to_app.put({"type": f"lifespan.{message}"})
+        assert self._task is not None
+        answer = asyncio.create_task(self._from_app.get())
+        await asyncio.wait([answer, self._task], return_when=asyncio.FIRST_COMPLETED)
+        if not answer.done():
+            answer.cancel()
+            self._task.result()  # the app's lifespan raised: so does our startup
+            raise RuntimeError(f"the app's lifespan ended without answering {message}")
+        if answer.result()["type"] != f"lifespan.{message}.complete":
+            raise RuntimeError(f"the app's {message} failed: {answer.result().get('message')}")
+
+    async def startup(self) -> None:
+        async def run() -> None:
+            await self.app(self.scope, self._to_app.get, self._from_app.put)
+
+        self._task = asyncio.create_task(run())
+        await self._step("startup")
+
+    async def shutdown(self) -> None:
+        await self._step("shutdown")
+
+
 @dataclass(frozen=True)
 class Replay:
     """Replay warm-up: GET `paths` (in turn) on the instance itself until `successes` answer
@@ -97,6 +133,7 @@ class Lifecycle:
         drain_s: float = DEFAULT_DRAIN_S,
         quiet_s: float = DEFAULT_QUIET_S,
         graceful: bool = True,
+        app_lifespan: bool = False,
         weight: float = 1.0,
         metadata: Mapping[str, str] | None = None,
     ):
@@ -108,6 +145,8 @@ class Lifecycle:
         self.replay = replay
         self.drain_s, self.quiet_s = drain_s, quiet_s
         self.graceful = graceful
+        self.app_lifespan = app_lifespan
+        self._app_lifespan: AppLifespan | None = None
         self.instance = Instance(
             service=service,
             ip=host,
@@ -128,7 +167,7 @@ class Lifecycle:
 
     async def __call__(self, scope: Scope, receive, send) -> None:
         if scope["type"] == "lifespan":
-            await self._lifespan(receive, send)
+            await self._lifespan(scope, receive, send)
             return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
@@ -147,10 +186,17 @@ class Lifecycle:
 
     # -- lifespan ------------------------------------------------------------------------------
 
-    async def _lifespan(self, receive, send) -> None:
+    async def _lifespan(self, scope: Scope, receive, send) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                if self.app_lifespan:
+                    self._app_lifespan = AppLifespan(self.app, scope)
+                    try:
+                        await self._app_lifespan.startup()
+                    except Exception as exc:
+                        await send({"type": "lifespan.startup.failed", "message": repr(exc)})
+                        return
                 self._report("starting", graceful=self.graceful, version=self.version)
                 if self.graceful:
                     self._take_signals()
@@ -315,6 +361,8 @@ class Lifecycle:
             signal.signal(signum, handler)
         if self.registration is not None:
             await self.registration.stop()  # heartbeats stop, then deregister: last
+        if self._app_lifespan is not None:
+            await self._app_lifespan.shutdown()
         self.state = "exited"
         self._report("exited", in_flight=self.in_flight)
         if self.reporter is not None:

@@ -100,7 +100,9 @@ class Command(BaseCommand):
     def demo_policy(self):
         """The demo policy, published as a revision (and audited) only while the policy is
         the never-edited initial one: an operator's later edits are never overwritten."""
-        if load_state().revision != INITIAL_REVISION:
+        revision = load_state().revision
+        if revision != INITIAL_REVISION:
+            self.stdout.write(f"Policy: revision {revision} kept as it is (edited before)")
             return
         try:
             update_policy(

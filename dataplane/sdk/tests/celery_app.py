@@ -1,0 +1,55 @@
+"""A Celery app and an ASGI service publishing to it, for the Celery flag tests (real
+`celery worker` processes, a real Redis broker):
+
+    celery -A dataplane.sdk.tests.celery_app worker -Q <queue>          # prod worker
+    celery -A dataplane.sdk.tests.celery_app worker -Q <queue>.V2       # gray worker
+    uvicorn dataplane.sdk.tests.celery_app:service                      # publishes
+
+`GET /task` publishes `who` under the request's flag and answers what it returned: the flag
+the task saw and the worker (WORKER_NAME) that ran it. The queue is SDK_TEST_QUEUE, so
+parallel runs on one Redis do not meet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+from celery import Celery
+
+from dataplane.sdk import celery_flag
+from dataplane.sdk.flag import current_flag
+from dataplane.sdk.middleware import GrayFlagASGIMiddleware
+
+app = Celery("sdk_tests", broker=os.environ["REDIS_URL"], backend=os.environ["REDIS_URL"])
+app.conf.task_default_queue = os.environ.get("SDK_TEST_QUEUE", "sdk-tests")
+app.conf.broker_connection_retry_on_startup = True
+router = celery_flag.install(
+    app,
+    "V2",
+    fallback=os.environ.get("SDK_TEST_FALLBACK", "true") == "true",
+    probe_interval_s=0.5,
+)
+
+
+@app.task
+def who() -> dict:
+    return {"flag": current_flag(), "worker": os.environ.get("WORKER_NAME")}
+
+
+async def _service(scope, receive, send) -> None:
+    if scope["type"] != "http":
+        return
+    if scope["path"] != "/task":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+        return
+    if router.consumed is not None:
+        router.consumed.start()
+    body = json.dumps(await asyncio.to_thread(lambda: who.delay().get(timeout=10))).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": body})
+
+
+service = GrayFlagASGIMiddleware(_service)

@@ -1,0 +1,97 @@
+"""The gray flag through Celery with a real Redis broker and real `celery worker` processes:
+a request's flag reaches the task, a GRAY request's task runs on the gray worker (queue
+`<queue>.V2`), a PROD one on the prod worker, and with no gray worker a gray task falls back
+to prod (or, without fallback, waits for one)."""
+
+import os
+import sys
+import uuid
+
+import httpx
+import pytest
+
+from tests.processes import Process, free_port
+
+REDIS_URL = os.environ.get("REDIS_URL", "")
+pytestmark = pytest.mark.skipif(
+    not REDIS_URL, reason="needs a Redis broker: set REDIS_URL (CI sets redis://127.0.0.1:6379/3)"
+)
+
+
+class Worker(Process):
+    def __init__(self, name: str, queue: str, env: dict):
+        args = [sys.executable, "-m", "celery", "-A", "dataplane.sdk.tests.celery_app", "worker"]
+        args += ["-Q", queue, "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h", "--pool=threads"]
+        args += ["--concurrency=2", "--without-mingle", "--without-gossip", "--loglevel=INFO"]
+        super().__init__(args, {**env, "WORKER_NAME": name})
+
+    def is_ready(self) -> bool:
+        return " ready." in self.log()
+
+
+class Publisher(Process):
+    def __init__(self, env: dict):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/task"
+        args = [sys.executable, "-m", "uvicorn", "--port", str(self.port), "--lifespan", "off"]
+        super().__init__([*args, "dataplane.sdk.tests.celery_app:service"], env)
+
+    def is_ready(self) -> bool:
+        try:
+            return httpx.get(self.url.replace("/task", "/"), timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+
+def environment(fallback: bool = True) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "DJANGO_"))}
+    queue = f"sdk-tests-{uuid.uuid4().hex[:8]}"
+    return {**env, "SDK_TEST_QUEUE": queue, "SDK_TEST_FALLBACK": str(fallback).lower()}
+
+
+def task_of(publisher: Publisher, flag: str | None) -> dict:
+    headers = {"X-Gray-Status": flag} if flag else {}
+    return httpx.get(publisher.url, headers=headers, timeout=15).json()
+
+
+def until_gray_worker_seen(publisher: Publisher) -> dict:
+    """The first gray tasks may go to prod until the publisher's probe has seen the gray
+    worker (fallback); it is cached after that."""
+    for _ in range(20):
+        answer = task_of(publisher, "GRAY")
+        if answer["worker"] == "gray":
+            return answer
+    raise AssertionError("gray tasks never reached the gray worker")
+
+
+def test_gray_tasks_run_on_the_gray_worker_prod_tasks_on_the_prod_worker():
+    env = environment()
+    queue = env["SDK_TEST_QUEUE"]
+    with (
+        Worker("prod", queue, env),
+        Worker("gray", f"{queue}.V2", env),
+        Publisher(env) as publisher,
+    ):
+        assert until_gray_worker_seen(publisher) == {"flag": "GRAY", "worker": "gray"}
+        for _ in range(3):
+            assert task_of(publisher, "GRAY") == {"flag": "GRAY", "worker": "gray"}
+            assert task_of(publisher, "PROD") == {"flag": "PROD", "worker": "prod"}
+            assert task_of(publisher, None) == {"flag": None, "worker": "prod"}
+        assert task_of(publisher, "ALL") == {"flag": "ALL", "worker": "prod"}
+
+
+def test_with_no_gray_worker_gray_tasks_fall_back_to_prod_with_their_flag():
+    env = environment()
+    with Worker("prod", env["SDK_TEST_QUEUE"], env), Publisher(env) as publisher:
+        for _ in range(3):
+            assert task_of(publisher, "GRAY") == {"flag": "GRAY", "worker": "prod"}
+
+
+def test_without_fallback_a_gray_task_waits_for_a_gray_worker():
+    env = environment(fallback=False)
+    queue = env["SDK_TEST_QUEUE"]
+    with Worker("prod", queue, env), Publisher(env) as publisher:
+        with pytest.raises(httpx.HTTPError):  # the prod worker never takes it
+            httpx.get(publisher.url, headers={"X-Gray-Status": "GRAY"}, timeout=3)
+        with Worker("gray", f"{queue}.V2", env):
+            assert task_of(publisher, "GRAY") == {"flag": "GRAY", "worker": "gray"}

@@ -1,0 +1,160 @@
+"""The lifecycle of one real instance process (uvicorn + dataplane.sdk.lifecycle) against the
+Nacos contract fake: registered only once warm; on SIGTERM disabled first (still beating),
+the shutting-down marker for new requests, the drain period honoured while requests keep
+coming, deregistered last; and the configuration read from the environment."""
+
+import asyncio
+import signal
+import sys
+import time
+
+import httpx
+import pytest
+
+from dataplane.sdk.lifecycle import SHUTTING_DOWN_HEADER, Lifecycle, from_env
+from tests.fakes.nacos_fake import FakeNacos
+from tests.processes import Process, free_port
+
+
+class Instance(Process):
+    def __init__(self, registry: str, *extra: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/svc"
+        args = [sys.executable, "-m", "dataplane.sdk.tests.lifecycle_app", "--registry"]
+        super().__init__([*args, registry, "--port", str(self.port), *extra], env=None)
+
+    def is_ready(self) -> bool:
+        try:
+            return httpx.get(self.url + "/-/stats", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+
+def wait_for(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def nacos():
+    with FakeNacos() as fake:
+        yield fake
+
+
+def test_registered_only_once_warm(nacos):
+    with Instance(nacos.url, "--warmup-s", "1.5") as instance:
+        began = time.monotonic()
+        assert nacos.instance("svc", "127.0.0.1", instance.port) is None  # serving, not listed
+        wait_for(lambda: nacos.instance("svc", "127.0.0.1", instance.port) is not None)
+        assert time.monotonic() - began >= 1.0
+        assert httpx.post(instance.url + "/work").status_code == 200  # warm when listed
+
+
+def test_sigterm_disables_then_drains_with_the_marker_then_deregisters(nacos):
+    with Instance(nacos.url, "--drain-s", "2") as instance:
+        wait_for(lambda: nacos.instance("svc", "127.0.0.1", instance.port) is not None)
+        sigterm_at = time.monotonic()
+        instance.popen.send_signal(signal.SIGTERM)
+        wait_for(lambda: not nacos.instance("svc", "127.0.0.1", instance.port).enabled)
+        answers = []
+        while instance.popen.poll() is None:  # requests keep coming: it is never quiet
+            try:
+                answers.append(httpx.post(instance.url + "/work", timeout=1))
+            except httpx.TransportError:
+                break  # the port is closed: uvicorn's own shutdown has begun
+            time.sleep(0.02)
+        instance.popen.wait(10)
+        exited_after = time.monotonic() - sigterm_at
+    assert answers and all(a.status_code == 503 for a in answers)
+    assert all(a.headers[SHUTTING_DOWN_HEADER] == "true" for a in answers)
+    assert all(a.headers["connection"] == "close" for a in answers)
+    assert 2.0 <= exited_after < 6.0  # the whole drain period, not cut short, not much more
+    assert nacos.instance("svc", "127.0.0.1", instance.port) is None  # deregistered last
+
+
+def test_an_idle_instance_leaves_as_soon_as_it_is_quiet(nacos):
+    with Instance(nacos.url, "--drain-s", "20") as instance:
+        wait_for(lambda: nacos.instance("svc", "127.0.0.1", instance.port) is not None)
+        sigterm_at = time.monotonic()
+        instance.popen.send_signal(signal.SIGTERM)
+        instance.popen.wait(10)
+        assert time.monotonic() - sigterm_at < 5.0
+
+
+def test_from_env_configures_the_lifecycle():
+    async def app(scope, receive, send):
+        pass
+
+    environ = {
+        "GRAYLANE_SERVICE": "user-app",
+        "GRAYLANE_VERSION": "V2",
+        "GRAYLANE_PORT": "7202",
+        "GRAYLANE_REGISTRY_URL": "http://127.0.0.1:8000/nacos",
+        "REGISTRY_USERNAME": "fleet",
+        "GRAYLANE_WARMUP_PATHS": "/user-app/hello,/user-app/items",
+        "GRAYLANE_WARMUP_SUCCESSES": "3",
+        "GRAYLANE_DRAIN_S": "8",
+    }
+    lifecycle = from_env(app, environ=environ)
+    assert (lifecycle.service, lifecycle.version, lifecycle.port) == ("user-app", "V2", 7202)
+    assert lifecycle.instance.metadata == {"version": "V2"}
+    assert lifecycle.registry.server == "http://127.0.0.1:8000/nacos"
+    assert lifecycle.replay.paths == ["/user-app/hello", "/user-app/items"]
+    assert lifecycle.replay.successes == 3
+    assert lifecycle.drain_s == 8.0 and lifecycle.graceful and lifecycle.reporter is None
+    naive = from_env(app, environ={**environ, "GRAYLANE_LIFECYCLE": "naive"})
+    assert not naive.graceful and naive.replay.paths
+    bare = {k: environ[k] for k in ("GRAYLANE_SERVICE", "GRAYLANE_VERSION", "GRAYLANE_PORT")}
+    assert from_env(app, environ=bare).registry is None
+
+
+def run_lifespan(lifecycle) -> list[str]:
+    """Drive the lifespan protocol as uvicorn does: startup, then (if it worked) shutdown."""
+
+    async def drive() -> list[str]:
+        inbox: asyncio.Queue = asyncio.Queue()
+        sent: list[str] = []
+
+        async def send(message):
+            sent.append(message["type"])
+
+        await inbox.put({"type": "lifespan.startup"})
+        task = asyncio.create_task(lifecycle({"type": "lifespan", "state": {}}, inbox.get, send))
+        while not sent:
+            await asyncio.sleep(0.01)
+        if sent == ["lifespan.startup.complete"]:
+            await inbox.put({"type": "lifespan.shutdown"})
+        await asyncio.wait_for(task, 5)
+        return sent
+
+    return asyncio.run(drive())
+
+
+def test_the_wrapped_apps_own_lifespan_runs_inside_ours():
+    steps = []
+
+    async def app(scope, receive, send):
+        assert scope["type"] == "lifespan"
+        await receive()
+        steps.append("app started")
+        await send({"type": "lifespan.startup.complete"})
+        await receive()
+        steps.append("app stopped")
+        await send({"type": "lifespan.shutdown.complete"})
+
+    lifecycle = Lifecycle(app, service="svc", version="V1", port=1, graceful=False,
+                          app_lifespan=True)  # fmt: skip
+    assert run_lifespan(lifecycle) == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert steps == ["app started", "app stopped"]
+    assert lifecycle.state == "exited"
+
+
+def test_a_failing_app_startup_fails_ours():
+    async def app(scope, receive, send):
+        await receive()
+        raise RuntimeError("no database")
+
+    lifecycle = Lifecycle(app, service="svc", version="V1", port=1, app_lifespan=True)
+    assert run_lifespan(lifecycle) == ["lifespan.startup.failed"]

@@ -1,0 +1,119 @@
+"""dataplane/sdk/balancer.py: instances from a Nacos registry (the contract fake, over HTTP),
+real upstream servers on loopback (tests/gateway_lab.py's), picked by the request's flag
+with the gateway's engine."""
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+from dataplane.registry_client import NamingClient
+from dataplane.sdk.balancer import NoInstance, ServiceBalancer
+from dataplane.sdk.flag import use_flag
+from tests.fakes.nacos_fake import FakeNacos
+from tests.gateway_lab import OK, SHUTTING_DOWN, UpstreamFleet
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture
+def world():
+    with FakeNacos() as nacos, UpstreamFleet() as fleet:
+        yield nacos, fleet
+
+
+def register(nacos, upstream, **fields):
+    nacos.add_instance(
+        "order-app", "127.0.0.1", upstream.port, metadata={"version": upstream.version}, **fields
+    )
+
+
+async def served_by(balancer, count: int, flag: str | None = None) -> Counter:
+    seen = Counter()
+    for _ in range(count):
+        response = await balancer.request("GET", "/order-app/hello", flag=flag)
+        assert response.status_code == 200
+        seen[response.json()["instance"]] += 1
+    return seen
+
+
+async def test_the_flag_picks_the_version_and_goes_on_in_the_header(world):
+    nacos, fleet = world
+    v1a, v1b, v2 = fleet.add("V1"), fleet.add("V1"), fleet.add("V2")
+    for upstream in (v1a, v1b, v2):
+        register(nacos, upstream)
+    async with NamingClient(nacos.url) as registry:
+        balancer = ServiceBalancer(registry, "order-app", prod="V1", gray="V2")
+        await balancer.start()
+        try:
+            with use_flag("GRAY"):  # the flag of the request being served
+                assert await served_by(balancer, 4) == {v2.name: 4}
+            assert await served_by(balancer, 4, "PROD") == {v1a.name: 2, v1b.name: 2}
+            assert set(await served_by(balancer, 6, "ALL")) == {v1a.name, v1b.name, v2.name}
+        finally:
+            await balancer.aclose()
+    assert v2.received[0].headers["x-gray-status"] == "GRAY"
+    assert v2.received[0].headers["baggage"] == "graylane.gray=GRAY"
+    assert v1a.received[0].headers["x-gray-status"] == "PROD"
+
+
+async def test_unhealthy_and_disabled_instances_get_nothing_gray_falls_back(world):
+    nacos, fleet = world
+    good, sick, off = fleet.add("V1"), fleet.add("V1"), fleet.add("V2")
+    register(nacos, good)
+    register(nacos, sick, healthy=False)
+    register(nacos, off, enabled=False)
+    async with NamingClient(nacos.url) as registry:
+        balancer = ServiceBalancer(registry, "order-app", prod="V1", gray="V2")
+        await balancer.start()
+        try:
+            assert await served_by(balancer, 4, "PROD") == {good.name: 4}
+            # No routable V2: GRAY falls back to prod; without fallback, nothing is left.
+            assert await served_by(balancer, 2, "GRAY") == {good.name: 2}
+            balancer.fallback_to_prod = False
+            with pytest.raises(NoInstance):
+                await balancer.request("GET", "/order-app/hello", flag="GRAY")
+        finally:
+            await balancer.aclose()
+    assert not sick.received and not off.received
+
+
+async def test_the_shutting_down_marker_and_a_refused_connection_move_the_request_on(world):
+    nacos, fleet = world
+    leaving, staying = fleet.add("V1", SHUTTING_DOWN), fleet.add("V1", OK)
+    register(nacos, leaving)
+    register(nacos, staying)
+    nacos.add_instance("order-app", "127.0.0.1", 9, metadata={"version": "V1"})  # nobody
+    async with NamingClient(nacos.url) as registry:
+        balancer = ServiceBalancer(registry, "order-app", refresh_s=60)
+        await balancer.start()
+        try:
+            assert await served_by(balancer, 6, "PROD") == {staying.name: 6}
+        finally:
+            await balancer.aclose()
+    # The leaving one was asked once, then avoided; the request it refused went elsewhere.
+    assert len(leaving.received) == 1
+
+
+async def test_a_failing_registry_leaves_the_last_list_in_use_and_refreshes_in_the_background(
+    world,
+):
+    nacos, fleet = world
+    first = fleet.add("V1")
+    register(nacos, first)
+    async with NamingClient(nacos.url) as registry:
+        balancer = ServiceBalancer(registry, "order-app", refresh_s=0.1)
+        await balancer.start()
+        try:
+            nacos.fail_with(500)
+            await asyncio.sleep(0.3)
+            assert balancer.stale
+            assert await served_by(balancer, 2, "PROD") == {first.name: 2}
+            nacos.fail_with(None)
+            second = fleet.add("V1")
+            register(nacos, second)
+            await asyncio.sleep(0.3)
+            assert not balancer.stale
+            assert set(await served_by(balancer, 4, "PROD")) == {first.name, second.name}
+        finally:
+            await balancer.aclose()
