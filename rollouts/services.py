@@ -290,7 +290,7 @@ def analyse(release: Release, now: float) -> bool:
     first = release.analysed_until or int(now)
     last = first + settings.interval_s - 1
     analysed = False
-    if last <= now - REPORT_LAG_SECONDS:
+    if last + 1 + REPORT_LAG_SECONDS <= now:
         _judge(release, settings, first, last)
         analysed = True
     if (
