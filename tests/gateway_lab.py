@@ -26,6 +26,7 @@ OK = "ok"
 SHUTTING_DOWN = "shutting_down"  # 503 + X-Instance-Shutting-Down: true
 HANG_UP = "hang_up"  # reads the whole request, then closes the connection unanswered
 SILENT = "silent"  # reads the whole request and never answers
+FAILING_FIFTH = "failing_fifth"  # answers every fifth request with a 500 (20 % errors)
 
 
 @dataclass
@@ -92,6 +93,10 @@ class _Connection(asyncio.Protocol):
             body = b'{"detail": "shutting down"}'
             extra = b"X-Instance-Shutting-Down: true\r\n"
             status = b"503 Service Unavailable"
+        elif upstream.mode == FAILING_FIFTH and len(upstream.received) % 5 == 0:
+            body = b'{"error": "injected"}'
+            extra = b""
+            status = b"500 Internal Server Error"
         else:
             body = json.dumps(
                 {
