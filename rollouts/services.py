@@ -18,6 +18,7 @@ from releases.publishing import load_state
 from releases.services import set_service_versions
 from rollouts import analysis, states
 from rollouts.models import Release, ReleaseEvent
+from rollouts.serializers import ReleaseEventSerializer, ReleaseSerializer
 
 # Samples of second t reach the dashboard a second or two later (the gateways report once a
 # second): a window is analysed only once its last second is this old.
@@ -231,36 +232,16 @@ def _audit(release, actor, source, action, before, after) -> None:
     )
 
 
-def event_json(event: ReleaseEvent) -> dict:
-    return {
-        "at": event.at.isoformat().replace("+00:00", "Z"),
-        "kind": event.kind,
-        "step": event.step,
-        "detail": event.detail,
-    }
-
-
-def release_json(release: Release) -> dict:
-    return {
-        "id": release.pk,
-        "service": release.service,
-        "from_version": release.from_version,
-        "to_version": release.to_version,
-        "state": release.state,
-        "step": release.step,
-        "steps": release.steps,
-        "analysis": release.analysis,
-        "created_by": release.created_by,
-        "created_at": release.created_at.isoformat().replace("+00:00", "Z"),
-        "updated_at": release.updated_at.isoformat().replace("+00:00", "Z"),
-    }
-
-
 def _event(release: Release, kind: str, detail: dict, actor: str) -> ReleaseEvent:
     event = ReleaseEvent.objects.create(
         release=release, kind=kind, step=release.step, detail=detail, actor=actor
     )
-    live = events.ReleaseChanged({"release": release_json(release), "event": event_json(event)})
+    live = events.ReleaseChanged(
+        {
+            "release": dict(ReleaseSerializer(release).data),
+            "event": dict(ReleaseEventSerializer(event).data),
+        }
+    )
     transaction.on_commit(lambda: events.publish(live))
     return event
 
