@@ -336,3 +336,35 @@ def _judge(release: Release, settings: analysis.Settings, first: int, last: int)
         _promote(
             release, ANALYSIS_ACTOR, "release", {"reason": detail["reason"]}, window_start=last + 1
         )
+
+
+# Release events drawn on the service chart: the decisions, not every interval's analysis.
+MARKER_KINDS = (
+    "started",
+    "advanced",
+    "paused",
+    "resumed",
+    "insufficient_data",
+    "promoted",
+    "rolled_back",
+    "aborted",
+    "failed",
+)
+
+
+def chart_markers(service: str, since_seconds: int = 86400) -> list[dict]:
+    """`[{"ts", "label"}]` of the service's release decisions in the last day, oldest first."""
+    since = timezone.now() - timedelta(seconds=since_seconds)
+    rows = (
+        ReleaseEvent.objects.filter(release__service=service, kind__in=MARKER_KINDS, at__gte=since)
+        .select_related("release")
+        .order_by("at", "id")[:500]
+    )
+    return [
+        {
+            "ts": event.at.timestamp(),
+            "label": f"release {event.release_id} {event.release.to_version}: {event.kind} "
+            f"(step {event.step + 1})",
+        }
+        for event in rows
+    ]

@@ -92,3 +92,11 @@ def test_a_viewer_sees_no_form_nor_buttons_and_may_not_act(signed_in, fleet, api
     assert client.post(f"/releases/{release['id']}/start/").status_code == 403
     assert client.post("/releases/", FORM).status_code == 302
     assert Release.objects.get().state == "pending"
+
+
+def test_release_decisions_are_markers_on_the_service_chart(signed_in, fleet):
+    client = signed_in("operator")
+    client.post("/releases/", FORM)
+    page = client.get("/services/user-app/").content.decode()
+    assert 'id="release-markers"' in page
+    assert "release 1 V2: started (step 1)" in page

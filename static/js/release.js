@@ -58,6 +58,12 @@
     });
   }
 
+  // Events sent while the socket was down are not replayed: after a reconnect, reload.
+  var opened = false;
+  window.graylaneLive.on("open", function () {
+    if (opened) window.location.reload();
+    opened = true;
+  });
   window.graylaneLive.on("release", function (message) {
     if (message.release.id !== release.id) return;
     addRow(message.event);
