@@ -12,7 +12,7 @@ from accounts.roles import OPERATOR, VIEWER, has_role
 from registry_sync.models import Service
 from rollouts import services, states
 from rollouts.filters import ReleaseFilter
-from rollouts.models import Release
+from rollouts.models import Release, Webhook, WebhookDelivery
 from rollouts.serializers import ReleaseCreateSerializer, ReleaseSerializer
 
 from .forms import ReleaseForm
@@ -101,6 +101,10 @@ def release_detail(request, pk):
             "actions": list(states.ACTIONS),
             "allowed": states.allowed_actions(release.state),
             "release_json": ReleaseSerializer(release).data,
+            "deliveries": WebhookDelivery.objects.filter(event__release=release).select_related(
+                "webhook", "event"
+            )[:100],
+            "webhooks": Webhook.objects.filter(enabled=True).exists(),
         },
     )
 

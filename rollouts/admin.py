@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from graylane.read_only_admin import ReadOnlyAdmin
-from rollouts.models import Release, ReleaseEvent
+from rollouts.models import Release, ReleaseEvent, Webhook, WebhookDelivery
 
 
 @admin.register(Release)
@@ -13,3 +13,15 @@ class ReleaseAdmin(ReadOnlyAdmin):
 @admin.register(ReleaseEvent)
 class ReleaseEventAdmin(ReadOnlyAdmin):
     list_display = ["at", "release", "kind", "step"]
+
+
+@admin.register(Webhook)
+class WebhookAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "url", "enabled"]
+    list_filter = ["kind", "enabled"]
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(ReadOnlyAdmin):
+    list_display = ["at", "webhook", "event", "attempt", "status_code", "ok"]
+    list_filter = ["ok"]

@@ -79,3 +79,42 @@ class ReleaseEvent(models.Model):
 
     def __str__(self):
         return f"{self.kind} of release {self.release_id}"
+
+
+class Webhook(models.Model):
+    """Where release notifications go (admin-managed): a generic JSON body, or a
+    Slack-compatible one (`{"text": ...}`), signed with `secret` (gateways/signing.py's
+    `X-Graylane-Signature`) when one is set."""
+
+    GENERIC = "generic"
+    SLACK = "slack"
+
+    name = models.CharField(max_length=100, unique=True)
+    url = models.URLField(max_length=500)
+    kind = models.CharField(
+        max_length=10, choices=[(GENERIC, "generic JSON"), (SLACK, "Slack")], default=GENERIC
+    )
+    secret = models.CharField(max_length=200, blank=True)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.name
+
+
+class WebhookDelivery(models.Model):
+    """One attempt to deliver one release event to one webhook."""
+
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.ForeignKey(ReleaseEvent, on_delete=models.CASCADE, related_name="deliveries")
+    attempt = models.PositiveIntegerField()
+    at = models.DateTimeField(auto_now_add=True)
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    ok = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self):
+        return f"{self.event} to {self.webhook} (attempt {self.attempt})"

@@ -7,6 +7,7 @@ import time
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 import events
@@ -25,6 +26,11 @@ from rollouts.serializers import ReleaseEventSerializer, ReleaseSerializer
 REPORT_LAG_SECONDS = 2
 # Who the audit log and the revisions name for the analysis' own decisions.
 ANALYSIS_ACTOR = "release-analysis"
+
+
+# Sent after commit with `event` (a ReleaseEvent) when people may want to hear of it; the
+# webhooks listen (rollouts/apps.py).
+release_event = Signal()
 
 
 class Conflict(Exception):
@@ -232,10 +238,15 @@ def _audit(release, actor, source, action, before, after) -> None:
     )
 
 
-def _event(release: Release, kind: str, detail: dict, actor: str) -> ReleaseEvent:
+def _event(
+    release: Release, kind: str, detail: dict, actor: str, notify: bool = True
+) -> ReleaseEvent:
+    """Record an event, publish it live and (`notify`) tell the webhooks, after commit."""
     event = ReleaseEvent.objects.create(
         release=release, kind=kind, step=release.step, detail=detail, actor=actor
     )
+    if notify:
+        transaction.on_commit(lambda: release_event.send(sender=ReleaseEvent, event=event))
     live = events.ReleaseChanged(
         {
             "release": dict(ReleaseSerializer(release).data),
@@ -323,9 +334,10 @@ def _judge(release: Release, settings: analysis.Settings, first: int, last: int)
         "failures": verdict.failures,
     }
     if verdict.outcome == analysis.INSUFFICIENT_DATA:
+        already = release.state == states.INSUFFICIENT_DATA  # notified when it began
         release.state = states.INSUFFICIENT_DATA
         release.save()
-        _event(release, "insufficient_data", detail, ANALYSIS_ACTOR)
+        _event(release, "insufficient_data", detail, ANALYSIS_ACTOR, notify=not already)
         return
     release.state = states.RUNNING
     release.save()
