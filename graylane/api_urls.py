@@ -15,6 +15,7 @@ router.register("services", releases_api.ServiceViewSet, basename="service")
 router.register("instances", registry_api.InstanceViewSet, basename="instance")
 router.register("registries", registry_api.RegistryViewSet, basename="registry")
 router.register("releases", rollouts_api.ReleaseViewSet, basename="release")
+router.register("release-bundles", rollouts_api.ReleaseBundleViewSet, basename="release-bundle")
 
 urlpatterns = [
     path("policy/", releases_api.PolicyView.as_view(), name="policy"),

@@ -3,29 +3,31 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from rollouts import services
+from rollouts import bundles, services
 from rollouts.filters import ReleaseFilter
-from rollouts.models import Release
+from rollouts.models import Release, ReleaseBundle
 from rollouts.serializers import (
+    BundleCreateSerializer,
+    BundleSerializer,
     ReleaseCreateSerializer,
     ReleaseEventSerializer,
     ReleaseSerializer,
 )
 
 
-def _action(name: str):
+def _action(name: str, act=services.act, serializer=ReleaseSerializer, what: str = "release"):
     def run(self, request, pk=None):
-        release = self.get_object()
+        target = self.get_object()
         try:
-            release = services.act(release.pk, name, actor=request.user.username, source="api")
+            target = act(target.pk, name, actor=request.user.username, source="api")
         except services.Conflict as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        return Response(ReleaseSerializer(release).data)
+        return Response(serializer(target).data)
 
     # The router dispatches to the view method of this name: set before decorating.
     run.__name__ = name
-    run.__doc__ = f"`{name}` the release (operator); 409 when its state does not allow it."
-    schema = extend_schema(request=None, responses={200: ReleaseSerializer, 409: None})
+    run.__doc__ = f"`{name}` the {what} (operator); 409 when its state does not allow it."
+    schema = extend_schema(request=None, responses={200: serializer, 409: None})
     return schema(action(detail=True, methods=["post"], url_path=name, url_name=name)(run))
 
 
@@ -68,3 +70,41 @@ class ReleaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         """The release's timeline, newest first."""
         page = self.paginate_queryset(self.get_object().events.all())
         return self.get_paginated_response(ReleaseEventSerializer(page, many=True).data)
+
+
+def _bundle_action(name: str):
+    return _action(name, bundles.act_bundle, BundleSerializer, "bundle, each release in order")
+
+
+class ReleaseBundleViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
+    """Several services released as one, in dependency order."""
+
+    queryset = ReleaseBundle.objects.all()
+    serializer_class = BundleSerializer
+
+    @extend_schema(request=BundleCreateSerializer, responses={201: BundleSerializer})
+    def create(self, request):
+        form = BundleCreateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        try:
+            bundle = bundles.create_bundle(
+                name=data["name"],
+                members=[dict(member) for member in data["releases"]],
+                steps=data["steps"],
+                analysis_settings=data["analysis"],
+                actor=request.user.username,
+                source="api",
+            )
+        except services.Invalid as exc:
+            return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
+        return Response(BundleSerializer(bundle).data, status=status.HTTP_201_CREATED)
+
+    start = _bundle_action("start")
+    pause = _bundle_action("pause")
+    resume = _bundle_action("resume")
+    promote = _bundle_action("promote")
+    rollback = _bundle_action("rollback")
+    abort = _bundle_action("abort")

@@ -4,6 +4,22 @@ from django.db.models import Q
 from rollouts import states
 
 
+class ReleaseBundle(models.Model):
+    """Several services released as one: their releases share steps and analysis settings,
+    start, pause, advance and promote together in dependency order (`Release.position`),
+    and roll back together in the reverse order when any of them fails."""
+
+    name = models.CharField(max_length=100)
+    created_by = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"bundle {self.pk} {self.name}"
+
+
 class Release(models.Model):
     """One service's progressive release of `to_version` over `from_version` (prod): steps
     of gray traffic, each advanced by the analysis (rollouts/analysis.py) or an operator.
@@ -29,6 +45,12 @@ class Release(models.Model):
     analysed_until = models.PositiveBigIntegerField(null=True, blank=True)
     failures = models.PositiveIntegerField(default=0)
     figures = models.JSONField(default=dict, blank=True)
+    bundle = models.ForeignKey(
+        ReleaseBundle, null=True, blank=True, on_delete=models.PROTECT, related_name="releases"
+    )
+    position = models.PositiveIntegerField(default=0, help_text="Dependency order in a bundle.")
+    # The step this release's analysis found healthy, while a bundle waits for the others.
+    ready_at_step = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -2,7 +2,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from rollouts import states
-from rollouts.models import Release, ReleaseEvent
+from rollouts.models import Release, ReleaseBundle, ReleaseEvent
 
 MAX_STEPS = 20
 
@@ -113,3 +113,43 @@ class ReleaseEventSerializer(serializers.ModelSerializer):
         model = ReleaseEvent
         fields = ["at", "kind", "step", "detail"]
         read_only_fields = fields
+
+
+class BundleMemberSerializer(serializers.Serializer):
+    service = serializers.CharField(max_length=255)
+    to_version = serializers.CharField(max_length=64)
+    from_version = serializers.CharField(
+        max_length=64, required=False, allow_null=True, default=None
+    )
+
+
+class BundleCreateSerializer(serializers.Serializer):
+    """`releases` in dependency order: a service before those that call it."""
+
+    name = serializers.CharField(max_length=100)
+    releases = BundleMemberSerializer(many=True)
+    steps = StepSerializer(many=True)
+    analysis = AnalysisSerializer(default=dict)
+
+    validate_steps = ReleaseCreateSerializer.validate_steps
+    validate_analysis = ReleaseCreateSerializer.validate_analysis
+
+
+class BundleSerializer(serializers.ModelSerializer):
+    state = serializers.SerializerMethodField()
+    releases = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ReleaseBundle
+        fields = ["id", "name", "state", "created_by", "created_at", "releases"]
+        read_only_fields = fields
+
+    def _members(self, bundle) -> list[Release]:
+        return list(bundle.releases.order_by("position"))
+
+    def get_state(self, bundle) -> str:
+        return states.common_state([member.state for member in self._members(bundle)])
+
+    @extend_schema_field(ReleaseSerializer(many=True))
+    def get_releases(self, bundle) -> list:
+        return ReleaseSerializer(self._members(bundle), many=True).data

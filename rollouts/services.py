@@ -54,6 +54,8 @@ def create_release(
     analysis_settings: dict,
     actor: str,
     source: str,
+    bundle=None,
+    position: int = 0,
 ) -> Release:
     """A pending release; `from_version` defaults to the service's prod version."""
     if not Service.objects.filter(name=service).exists():
@@ -70,6 +72,8 @@ def create_release(
             steps=steps,
             analysis=analysis_settings,
             created_by=actor,
+            bundle=bundle,
+            position=position,
         )
         _audit(release, actor, source, "release.create", None, _audit_view(release))
         _event(release, "created", {"steps": steps, "analysis": analysis_settings}, actor)
@@ -132,6 +136,7 @@ def _promote(
     detail: dict | None = None,
     window_start: int | None = None,
 ) -> None:
+    release.ready_at_step = None
     if release.step + 1 < len(release.steps):
         release.step += 1
         release.state = states.RUNNING
@@ -270,10 +275,37 @@ def analyse_due(now: float | None = None) -> int:
         "pk", flat=True
     ):
         with transaction.atomic():
-            release = Release.objects.select_for_update().get(pk=release_id)
+            release = _lock(release_id)
             if release.state in states.ANALYSED and analyse(release, now):
                 looked += 1
     return looked
+
+
+def _lock(release_id: int) -> Release:
+    """Lock a release, and first the other releases of its bundle, always in pk order (a
+    bundle's decision may change them all; one order means no deadlock)."""
+    bundle_id = Release.objects.filter(pk=release_id).values_list("bundle_id", flat=True).get()
+    if bundle_id is not None:
+        list(Release.objects.select_for_update().filter(bundle_id=bundle_id).order_by("pk"))
+    return Release.objects.select_for_update().get(pk=release_id)
+
+
+def _bundle_others(release: Release) -> list[Release]:
+    """The other releases of its bundle still under way, in dependency order."""
+    if release.bundle_id is None:
+        return []
+    return list(
+        Release.objects.filter(bundle_id=release.bundle_id, state__in=states.ACTIVE)
+        .exclude(pk=release.pk)
+        .order_by("position")
+    )
+
+
+def _back_to_prod_together(release: Release, state: str, kind: str) -> None:
+    """A bundle fails as one: its other releases go back to prod, in reverse order."""
+    for other in reversed(_bundle_others(release)):
+        reason = f"{release.service} of the same bundle was {kind.replace('_', ' ')}"
+        _finish_back_to_prod(other, state, kind, ANALYSIS_ACTOR, "release", {"reason": reason})
 
 
 def analyse(release: Release, now: float) -> bool:
@@ -298,6 +330,7 @@ def analyse(release: Release, now: float) -> bool:
             "release",
             {"reason": f"no progress past step {release.step + 1} in {settings.deadline_s} s"},
         )
+        _back_to_prod_together(release, states.FAILED, "failed")
         analysed = True
     return analysed
 
@@ -340,14 +373,32 @@ def _judge(release: Release, settings: analysis.Settings, first: int, last: int)
         _event(release, "insufficient_data", detail, ANALYSIS_ACTOR, notify=not already)
         return
     release.state = states.RUNNING
+    together: list[Release] = [release]
+    if release.bundle_id is not None:
+        if verdict.advances:
+            release.ready_at_step = release.step
+        elif verdict.outcome in (analysis.FAILED, analysis.ROLLBACK):
+            release.ready_at_step = None
+        others = _bundle_others(release)
+        waiting = [o.service for o in others if o.ready_at_step != release.step]
+        if verdict.advances and waiting:
+            detail["waiting_for"] = waiting
+        together = sorted([release, *others], key=lambda r: r.position)
     release.save()
     _event(release, "analysis", detail, ANALYSIS_ACTOR)
     if verdict.outcome == analysis.ROLLBACK:
         _rollback(release, ANALYSIS_ACTOR, "release", {"reason": detail["reason"]})
-    elif verdict.advances:
-        _promote(
-            release, ANALYSIS_ACTOR, "release", {"reason": detail["reason"]}, window_start=last + 1
-        )
+        _back_to_prod_together(release, states.ROLLED_BACK, "rolled_back")
+    elif verdict.advances and not detail.get("waiting_for"):
+        # A bundle advances when all its releases are healthy at this step, in order.
+        for member in together:
+            _promote(
+                member,
+                ANALYSIS_ACTOR,
+                "release",
+                {"reason": detail["reason"]} if member is release else {"reason": "bundle"},
+                window_start=last + 1 if member is release else member.analysed_until,
+            )
 
 
 # Release events drawn on the service chart: the decisions, not every interval's analysis.

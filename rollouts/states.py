@@ -29,3 +29,8 @@ ACTIONS: dict[str, tuple[str, ...]] = {
 
 def allowed_actions(state: str) -> list[str]:
     return [action for action, states in ACTIONS.items() if state in states]
+
+
+def common_state(found: list[str]) -> str:
+    """A bundle's state: its releases' common one, or `mixed`."""
+    return found[0] if found and len(set(found)) == 1 else "mixed"
