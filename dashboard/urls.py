@@ -15,6 +15,7 @@ urlpatterns = [
     path("revisions/<int:n>/rollback/", views.rollback, name="rollback"),
     path("instances/<int:pk>/offline/", views.instance_offline, name="instance-offline"),
     path("instances/<int:pk>/online/", views.instance_online, name="instance-online"),
+    path("instances/<int:pk>/restart/", views.instance_restart, name="instance-restart"),
     path("audit/", views.audit, name="audit"),
     path("simulate/", views.simulator, name="simulator"),
     path("releases/", release_views.releases, name="releases"),

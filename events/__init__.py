@@ -73,7 +73,7 @@ class GatewayStatusChanged(Event):
 
 @dataclass(frozen=True)
 class RevisionPublished(Event):
-    """A new policy revision's fields, as the revisions API lists them."""
+    """A new policy revision's fields, as the revisions API lists them, and its `diff`."""
 
     kind: ClassVar[str] = "revision"
 

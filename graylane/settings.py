@@ -278,6 +278,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, str | float] = {"global_keyprefix": REDIS_PREFIX + ":"}
 
 DRAIN_SECONDS = env_float("DRAIN_SECONDS", 5.0)
+# "Restart instance" on the service page, for the demo fleet (dashboard/demo_restart.py).
+DEMO_RESTART = env_bool("DEMO_RESTART", False)
 
 # Gateway config delivery (gateways/).
 GATEWAY_STALE_SECONDS = env_float("GATEWAY_STALE_SECONDS", 30.0, minimum=1.0)

@@ -27,6 +27,7 @@ SHUTTING_DOWN = "shutting_down"  # 503 + X-Instance-Shutting-Down: true
 HANG_UP = "hang_up"  # reads the whole request, then closes the connection unanswered
 SILENT = "silent"  # reads the whole request and never answers
 FAILING_FIFTH = "failing_fifth"  # answers every fifth request with a 500 (20 % errors)
+HOP_HEADERS = "hop_headers"  # answers with hop-by-hop headers a gateway must not pass on
 
 
 @dataclass
@@ -97,6 +98,13 @@ class _Connection(asyncio.Protocol):
             body = b'{"error": "injected"}'
             extra = b""
             status = b"500 Internal Server Error"
+        elif upstream.mode == HOP_HEADERS:
+            body = b"{}"
+            extra = (
+                b"Connection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\n"
+                b"Proxy-Authenticate: Basic\r\nTrailer: X-Sum\r\nX-End-To-End: kept\r\n"
+            )
+            status = b"200 OK"
         else:
             body = json.dumps(
                 {

@@ -53,6 +53,10 @@ class Instance(Mapping):
     def __len__(self) -> int:
         return 5
 
+    def get(self, key: str, default: Any = None) -> Any:
+        # The balancer calls this for every candidate of every request: no KeyError detour.
+        return getattr(self, key, default)
+
 
 @dataclass(slots=True)
 class Service:

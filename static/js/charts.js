@@ -74,7 +74,14 @@
       api("/api/v1/audit/?page_size=200&since=" + encodeURIComponent(iso)),
     ]).then(function (answers) {
       releaseMarkers.markers.forEach(function (m) { addMarker(m.ts, "release", m.label, false); });
-      if (answers[0]) answers[0].results.forEach(addRevision);
+      if (answers[0]) answers[0].results.forEach(function (revision) {
+        if (Date.parse(revision.created_at) / 1000 < since) return;
+        addRevision(revision);
+        // The list has no diff; the detail says what changed, for the marker's label.
+        api("/api/v1/revisions/" + revision.revision + "/").then(function (detail) {
+          if (detail) { addRevision(detail); render(); }
+        });
+      });
       if (answers[1]) answers[1].results.forEach(function (entry) {
         if (entry.action.indexOf("instance.") === 0 && String(entry.object).indexOf(service) !== -1) {
           addMarker(Date.parse(entry.at) / 1000, "instance", entry.action + " " + entry.object + " by " + entry.actor, false);
@@ -83,16 +90,33 @@
     });
   }
 
-  function addRevision(revision) {
-    var label = "revision " + revision.revision + (revision.comment ? ": " + revision.comment : "") +
-      (revision.author ? " (" + revision.author + ")" : "");
-    addMarker(Date.parse(revision.created_at) / 1000, "revision", label, false);
+  function changes(diff) {
+    return (diff || []).map(function (change) {
+      if (change.added !== undefined) {
+        return change.field + " +" + change.added.length + " −" + change.removed.length;
+      }
+      return change.field + ": " + JSON.stringify(change.before) + " → " + JSON.stringify(change.after);
+    }).join("; ").substring(0, 300);
   }
 
-  function addMarker(ts, kind, label, isLive) {
+  // One marker per revision; a later call with its diff completes the label.
+  function addRevision(revision) {
+    var key = "revision " + revision.revision;
+    var label = key + (revision.comment ? ": " + revision.comment : "") +
+      (revision.author ? " (" + revision.author + ")" : "") +
+      (revision.diff && revision.diff.length ? " — " + changes(revision.diff) : "");
+    markers = markers.filter(function (m) { return m.key !== key || label.length < m.label.length; });
+    if (!markers.some(function (m) { return m.key === key; })) {
+      addMarker(Date.parse(revision.created_at) / 1000, "revision", label, false, key);
+    }
+  }
+
+  function addMarker(ts, kind, label, isLive, key) {
     if (ts < now() - range) return;
-    var duplicate = markers.some(function (m) { return m.kind === kind && m.label === label; });
-    if (!duplicate) markers.push({ ts: ts, kind: kind, label: label, live: isLive });
+    key = key || kind + " " + label;
+    if (!markers.some(function (m) { return m.key === key; })) {
+      markers.push({ ts: ts, kind: kind, label: label, live: isLive, key: key });
+    }
   }
 
   function versions() { return Object.keys(points).sort(); }

@@ -58,19 +58,25 @@ def test_sigterm_disables_then_drains_with_the_marker_then_deregisters(nacos):
         sigterm_at = time.monotonic()
         instance.popen.send_signal(signal.SIGTERM)
         wait_for(lambda: not nacos.instance("svc", "127.0.0.1", instance.port).enabled)
-        answers = []
+        answers, sent_at = [], [time.monotonic()]
         while instance.popen.poll() is None:  # requests keep coming: it is never quiet
             try:
                 answers.append(httpx.post(instance.url + "/work", timeout=1))
             except httpx.TransportError:
                 break  # the port is closed: uvicorn's own shutdown has begun
+            sent_at.append(time.monotonic())
             time.sleep(0.02)
         instance.popen.wait(10)
         exited_after = time.monotonic() - sigterm_at
+        # On a starved machine this loop may pause longer than the quiet period (0.5 s):
+        # then the instance rightly leaves early.
+        longest_pause = max(b - a for a, b in zip(sent_at, sent_at[1:], strict=False))
     assert answers and all(a.status_code == 503 for a in answers)
     assert all(a.headers[SHUTTING_DOWN_HEADER] == "true" for a in answers)
     assert all(a.headers["connection"] == "close" for a in answers)
-    assert 2.0 <= exited_after < 6.0  # the whole drain period, not cut short, not much more
+    assert exited_after < 6.0
+    if longest_pause < 0.4:
+        assert exited_after >= 2.0  # the whole drain period while requests kept coming
     assert nacos.instance("svc", "127.0.0.1", instance.port) is None  # deregistered last
 
 
