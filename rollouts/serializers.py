@@ -101,6 +101,7 @@ class ReleaseSerializer(serializers.ModelSerializer):
             "created_at",
             "updated_at",
             "allowed_actions",
+            "bundle",
         ]
         read_only_fields = fields
 
