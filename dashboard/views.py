@@ -20,6 +20,7 @@ from releases.models import Revision
 from releases.publishing import StaleRevision, load_state
 from releases.services import rollback_to, service_rows, set_service_versions, update_policy
 from releases.simulation import simulate
+from rollouts.services import MARKER_KINDS, chart_markers
 from routing_engine import PolicyError, diff_documents, normalize_policy, rebase_policy
 
 from .demo_restart import NotRestartable, restart_demo_instance, restartable
@@ -187,6 +188,7 @@ def service_detail(request, name):
             "instances": service.instances.order_by("host", "port"),
             "drain_seconds": settings.DRAIN_SECONDS,
             "lifecycle": lifecycle_timelines(service.name),
+            "release_markers": {"kinds": MARKER_KINDS, "markers": chart_markers(service.name)},
             "restartable": {i.pk for i in service.instances.all() if restartable(i)},
         },
         status=status,

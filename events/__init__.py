@@ -79,6 +79,14 @@ class RevisionPublished(Event):
 
 
 @dataclass(frozen=True)
+class ReleaseChanged(Event):
+    """A release's API fields (`release`) and the event that changed it (`event`: `at`,
+    `kind`, `step`, `detail`), as the releases API shows them."""
+
+    kind: ClassVar[str] = "release"
+
+
+@dataclass(frozen=True)
 class MetricsWindow:
     """One series' figures over one sliding window. No requests: rates are None."""
 

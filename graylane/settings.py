@@ -98,6 +98,7 @@ INSTALLED_APPS = [
     "dashboard",
     "gateways",
     "metrics",
+    "rollouts",
 ]
 
 MIDDLEWARE = [
@@ -342,6 +343,13 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 0.5},
     },
     "metrics-prune": {"task": "metrics.tasks.prune", "schedule": 3600.0},
+    # Each release's interval is checked every second; a late run is worthless, the next
+    # one looks anew.
+    "rollouts-analyse": {
+        "task": "rollouts.tasks.analyse_due",
+        "schedule": 1.0,
+        "options": {"expires": 1.0},
+    },
 }
 
 LOGGING = {

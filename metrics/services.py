@@ -158,3 +158,14 @@ def prune(now: float | None = None) -> int:
     deleted, _ = MinuteRollup.objects.filter(minute__lt=oldest // 60 * 60).delete()
     MinuteLatency.objects.filter(minute__lt=oldest // 60 * 60).delete()
     return deleted
+
+
+def window_figures(service: str, versions: list[str], first: int, last: int) -> dict[str, Figures]:
+    """Each version's figures over the seconds [first, last] (epoch, inclusive), from the
+    live windows: seconds of the last live.keep_seconds() only."""
+    series = [(service, version) for version in versions]
+    answer = {version: Figures() for version in versions}
+    for (_, version), seconds in live.store().seconds(series, first, last).items():
+        for _, total, errors, histogram in seconds:
+            answer[version].add(total, errors, histogram)
+    return answer

@@ -26,6 +26,7 @@ OK = "ok"
 SHUTTING_DOWN = "shutting_down"  # 503 + X-Instance-Shutting-Down: true
 HANG_UP = "hang_up"  # reads the whole request, then closes the connection unanswered
 SILENT = "silent"  # reads the whole request and never answers
+FAILING_FIFTH = "failing_fifth"  # answers every fifth request with a 500 (20 % errors)
 HOP_HEADERS = "hop_headers"  # answers with hop-by-hop headers a gateway must not pass on
 FAIL_SUFFIX = "/fail"  # an OK instance answers a path ending so with 500 (its own error)
 
@@ -94,6 +95,10 @@ class _Connection(asyncio.Protocol):
             body = b'{"detail": "shutting down"}'
             extra = b"X-Instance-Shutting-Down: true\r\n"
             status = b"503 Service Unavailable"
+        elif upstream.mode == FAILING_FIFTH and len(upstream.received) % 5 == 0:
+            body = b'{"error": "injected"}'
+            extra = b""
+            status = b"500 Internal Server Error"
         elif upstream.mode == HOP_HEADERS:
             body = b"{}"
             extra = (

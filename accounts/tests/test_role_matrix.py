@@ -27,6 +27,7 @@ from gateways.protocol.views import GatewayEndpoint
 from registry_sync.api_views import MayReportLifecycle
 from registry_sync.models import Instance, Registry, Service
 from releases.publishing import load_state
+from rollouts.models import Release, ReleaseBundle
 
 GATEWAY_NAME = "edge"
 
@@ -71,6 +72,8 @@ PATH_OBJECTS = {
     "registries": lambda objects: objects["registry"].pk,
     "revisions": lambda objects: 1,
     "gateways": lambda objects: GATEWAY_NAME,
+    "releases": lambda objects: objects["release"].pk,
+    "release-bundles": lambda objects: objects["bundle"].pk,
 }
 
 
@@ -122,7 +125,30 @@ def objects(db):
     )
     load_state()  # revision 1
     _, token, _ = Gateway.objects.create_with_credentials(name=GATEWAY_NAME, mode=Gateway.PULL)
-    return {"registry": registry, "service": service, "instance": instance, "token": token}
+    bundle = ReleaseBundle.objects.create(name="b")
+    release = Release.objects.create(
+        service="user-app",
+        from_version="V1",
+        to_version="V2",
+        steps=[{"percent": 10}],
+        analysis={
+            "interval_s": 60,
+            "min_requests": 100,
+            "max_error_rate_increase": 1.0,
+            "failures_tolerated": 1,
+            "max_p95_ms": None,
+            "deadline_s": 3600,
+        },
+        bundle=bundle,
+    )
+    return {
+        "registry": registry,
+        "service": service,
+        "instance": instance,
+        "token": token,
+        "release": release,
+        "bundle": bundle,
+    }
 
 
 def client_for(role_name: str, objects: dict, make_user) -> APIClient:

@@ -473,12 +473,14 @@ class ClientConnection(asyncio.Protocol):
         assert table is not None
         exchange.service = name
         exchange.route = service
-        exchange.head, flag = self._upstream_head(exchange, table)
+        exchange.head, flag = self._upstream_head(exchange, table, service)
         version, exchange.candidates = service.by_flag[flag]
         exchange.metric_version = version or NO_VERSION
         self._attempt(exchange)
 
-    def _upstream_head(self, exchange: Exchange, table: RoutingTable) -> tuple[bytes, str]:
+    def _upstream_head(
+        self, exchange: Exchange, table: RoutingTable, service: Service
+    ) -> tuple[bytes, str]:
         """The request head for the instance, and the request's gray flag."""
         listed = exchange.listed
         decision_headers = table.decision_headers
@@ -529,7 +531,8 @@ class ClientConnection(asyncio.Protocol):
             )
         else:
             client_ip, city = self.peer, self.peer_city
-        decision = table.matcher.decide(decide_on, ip=client_ip, city=city or "")
+        decide = service.decide or table.matcher.decide
+        decision = decide(decide_on, ip=client_ip, city=city or "")
         trusted = self.peer_trusted
         chain = (forwarded_for + b", " if forwarded_for else b"") + self.peer_bytes
         proto = forwarded_proto if trusted and forwarded_proto else b"http"

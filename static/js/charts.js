@@ -1,6 +1,7 @@
 // Service page: success rate, p95 latency and request volume per version (uPlot), history
 // from the metrics API on load and on a new range, then live from /ws/live/ `metrics`
-// messages, with policy revisions and instance events marked on the time axis.
+// messages, with policy revisions, instance events and release decisions marked on the time
+// axis.
 //
 // What the charts show is also on their elements, for tests and for people with screen
 // readers: #chart-success[data-last] holds each version's newest plotted point
@@ -16,6 +17,10 @@
   var MIN_REQUESTS = Number(card.dataset.minRequests || 50);
   var STATUS_WINDOW = "5m";
   var COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2"];
+  var MARKER_COLORS = { revision: "#7c3aed", instance: "#d97706", release: "#0f766e" };
+  // {"kinds": [release event kinds drawn], "markers": [{ts, label}]}, from the page.
+  var releaseIsland = document.getElementById("release-markers");
+  var releaseMarkers = releaseIsland ? JSON.parse(releaseIsland.textContent) : { kinds: [], markers: [] };
 
   var range = 900;
   // version -> {ts: {rate, p95, perSecond, total}}; history points per step, live per second.
@@ -68,6 +73,7 @@
       api("/api/v1/revisions/?page_size=200"),
       api("/api/v1/audit/?page_size=200&since=" + encodeURIComponent(iso)),
     ]).then(function (answers) {
+      releaseMarkers.markers.forEach(function (m) { addMarker(m.ts, "release", m.label, false); });
       if (answers[0]) answers[0].results.forEach(function (revision) {
         if (Date.parse(revision.created_at) / 1000 < since) return;
         addRevision(revision);
@@ -137,8 +143,8 @@
     markers.forEach(function (m) {
       var x = u.valToPos(m.ts, "x", true);
       if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) return;
-      ctx.strokeStyle = m.kind === "revision" ? "#7c3aed" : "#d97706";
-      ctx.setLineDash(m.kind === "revision" ? [4, 3] : [2, 2]);
+      ctx.strokeStyle = MARKER_COLORS[m.kind] || "#d97706";
+      ctx.setLineDash(m.kind === "instance" ? [2, 2] : [4, 3]);
       ctx.lineWidth = 1.5;
       ctx.beginPath();
       ctx.moveTo(x, u.bbox.top);
@@ -267,6 +273,13 @@
   window.graylaneLive.on("instance", function (event) {
     if (event.service !== service) return;
     addMarker(now(), "instance", event.host + ":" + event.port + " (" + event.version + ") " + event.state, true);
+    render();
+  });
+  window.graylaneLive.on("release", function (message) {
+    var release = message.release, event = message.event;
+    if (release.service !== service || releaseMarkers.kinds.indexOf(event.kind) === -1) return;
+    addMarker(Date.parse(event.at) / 1000, "release", "release " + release.id + " " +
+      release.to_version + ": " + event.kind + " (step " + (event.step + 1) + ")", true);
     render();
   });
   window.graylaneLive.on("open", loadHistory);
