@@ -26,6 +26,7 @@ OK = "ok"
 SHUTTING_DOWN = "shutting_down"  # 503 + X-Instance-Shutting-Down: true
 HANG_UP = "hang_up"  # reads the whole request, then closes the connection unanswered
 SILENT = "silent"  # reads the whole request and never answers
+HOP_HEADERS = "hop_headers"  # answers with hop-by-hop headers a gateway must not pass on
 
 
 @dataclass
@@ -92,6 +93,13 @@ class _Connection(asyncio.Protocol):
             body = b'{"detail": "shutting down"}'
             extra = b"X-Instance-Shutting-Down: true\r\n"
             status = b"503 Service Unavailable"
+        elif upstream.mode == HOP_HEADERS:
+            body = b"{}"
+            extra = (
+                b"Connection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\n"
+                b"Proxy-Authenticate: Basic\r\nTrailer: X-Sum\r\nX-End-To-End: kept\r\n"
+            )
+            status = b"200 OK"
         else:
             body = json.dumps(
                 {

@@ -113,7 +113,7 @@ class Exchange:
         "body_done",
         "upstream",
         "attempting",
-        "timer",
+        "deadline",
         "route",
         "candidates",
         "head",
@@ -159,7 +159,7 @@ class Exchange:
         self.upstream: UpstreamConnection | None = None
         # The attempt in flight: sent to `instance`, waiting for the head of its answer.
         self.attempting = False
-        self.timer: asyncio.TimerHandle | None = None
+        self.deadline = 0.0  # of the attempt in flight, checked by the connection's timer
         self.route: Service | None = None
         self.candidates: list[Instance] = []
         self.head = b""
@@ -251,9 +251,6 @@ class Exchange:
         if not self.attempting:
             return
         self.attempting = False
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
         if error is not None:
             self.client.attempt_failed(self, error)
 
@@ -311,9 +308,6 @@ class Exchange:
         """The client went away."""
         self._detach()
         self.attempting = False
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
 
 
 class ClientConnection(asyncio.Protocol):
@@ -324,12 +318,17 @@ class ClientConnection(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
         self.peer = ""
         self.peer_bytes = b""
+        self.peer_trusted = False
+        self.peer_city: str | None = None
         self.queue: deque[Exchange] = deque()  # the first is being answered
         self.parsing: Exchange | None = None
+        self._to_serve: Exchange | None = None  # parsed by this data, served once it is fed
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._connection = False  # the request's Connection header names other headers
-        self._idle_timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        # The longest the timer may sleep: no deadline can then be missed (see _check_timers).
+        self._tick = min(context.idle_timeout, context.request_timeout)
         self._idle_since: float | None = None  # None: a request is being read or answered
         self._paused_by: set[int] = set()
         self._closing = False
@@ -340,6 +339,10 @@ class ClientConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if peer else ""
         self.peer_bytes = self.peer.encode()
+        # Who the peer is does not change on its connection: asked once, not per request.
+        resolver = self.context.resolver
+        self.peer_trusted = bool(resolver.trusted) and resolver.is_trusted(self.peer)
+        self.peer_city = None if self.peer_trusted else resolver.resolve(self.peer)[1]
         self._arm_idle()
 
     def data_received(self, data: bytes) -> None:
@@ -350,15 +353,23 @@ class ClientConnection(asyncio.Protocol):
             # nothing after it on this connection is read.
             self._closing = True
         except httptools.HttpParserError:
+            self._to_serve = None
             if self.parsing is None and not self.queue:
                 self._answer_and_close(400, b"A malformed HTTP request.")
             else:
                 self._close()
+            return
+        exchange = self._to_serve
+        if exchange is not None:
+            # Served once the parser is done with this data: its body may follow the head in
+            # it. No loop turn in between, no call_soon per request.
+            self._to_serve = None
+            self._serve(exchange)
 
     def connection_lost(self, exc) -> None:
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         for exchange in self.queue:
             exchange.abort()
         self.queue.clear()
@@ -398,8 +409,7 @@ class ClientConnection(asyncio.Protocol):
         self.parsing = exchange
         self.queue.append(exchange)
         if len(self.queue) == 1:
-            # Once the parser is done with this message (its body may follow in this data).
-            self.loop.call_soon(self._serve, exchange)
+            self._to_serve = exchange
         else:
             self.pause_reading_for(self.queue[0])  # pipelined: one at a time
 
@@ -515,15 +525,16 @@ class ClientConnection(asyncio.Protocol):
             lines += (name, b": ", value, b"\r\n")
         if exchange.body_framing == b"chunked":
             lines.append(b"transfer-encoding: chunked\r\n")
-        peer = self.peer
-        resolver = self.context.resolver
-        client_ip, city = resolver.resolve(
-            peer,
-            forwarded_for.decode("latin-1") if forwarded_for is not None else None,
-            decide_on.get(table.city_header),
-        )
+        if self.peer_trusted:
+            client_ip, city = self.context.resolver.resolve(
+                self.peer,
+                forwarded_for.decode("latin-1") if forwarded_for is not None else None,
+                decide_on.get(table.city_header),
+            )
+        else:
+            client_ip, city = self.peer, self.peer_city
         decision = table.matcher.decide(decide_on, ip=client_ip, city=city or "")
-        trusted = resolver.trusted and resolver.is_trusted(peer)
+        trusted = self.peer_trusted
         chain = (forwarded_for + b", " if forwarded_for else b"") + self.peer_bytes
         proto = forwarded_proto if trusted and forwarded_proto else b"http"
         lines += (
@@ -602,7 +613,8 @@ class ClientConnection(asyncio.Protocol):
             upstream.write(data)
             exchange._keep(data)
         self.resume_reading_for(exchange)
-        exchange.timer = self.loop.call_later(self.context.request_timeout, exchange.time_out)
+        # Checked by the connection's one timer (_check_timers), not a timer per attempt.
+        exchange.deadline = self.loop.time() + self.context.request_timeout
 
     def attempt_failed(self, exchange: Exchange, error: BaseException) -> None:
         """The attempt failed before any answer: try another instance when that cannot
@@ -705,26 +717,36 @@ class ClientConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    # The idle timeout: one timer per connection that re-arms itself, not a timer made and
-    # cancelled for every request of a kept-alive connection.
+    # The idle and request timeouts: one timer per connection that re-arms itself, never
+    # further ahead than the shorter timeout, so that a deadline set meanwhile (now + a
+    # timeout) is never before it fires. Not a timer made and cancelled per request.
     def _arm_idle(self) -> None:
         self._idle_since = self.loop.time()
-        if self._idle_timer is None:
-            self._idle_timer = self.loop.call_later(self.context.idle_timeout, self._check_idle)
+        if self._timer is None:
+            self._timer = self.loop.call_later(self._tick, self._check_timers)
 
     def _cancel_idle(self) -> None:
         self._idle_since = None
 
-    def _check_idle(self) -> None:
-        self._idle_timer = None
+    def _check_timers(self) -> None:
+        self._timer = None
         if self.transport is None:
             return
-        timeout = self.context.idle_timeout
-        if self._idle_since is None:
-            remaining = timeout
-        else:
-            remaining = self._idle_since + timeout - self.loop.time()
-            if remaining <= 0:
+        now = self.loop.time()
+        remaining = self._tick
+        if self._idle_since is not None:
+            left = self._idle_since + self.context.idle_timeout - now
+            if left <= 0:
                 self._close()
                 return
-        self._idle_timer = self.loop.call_later(remaining, self._check_idle)
+            remaining = min(remaining, left)
+        if self.queue and self.queue[0].attempting:
+            exchange = self.queue[0]
+            left = exchange.deadline - now
+            if left <= 0:
+                exchange.time_out()
+                if self.transport is None or self._timer is not None:
+                    return  # closed, or re-armed by the answer's end (_arm_idle)
+            else:
+                remaining = min(remaining, left)
+        self._timer = self.loop.call_later(remaining, self._check_timers)
