@@ -83,10 +83,12 @@ class UpstreamConnection(asyncio.Protocol):
         self.sink: Sink | None = None
         self.closed = False
         self.idle_since = 0.0
+        # One parser for the connection's life: after a complete answer it expects the next
+        # (a connection whose answer was not complete is closed, never reused).
+        self.parser = httptools.HttpResponseParser(self)
 
     def begin(self, sink: Sink, head_request: bool) -> None:
         self.sink = sink
-        self.parser = httptools.HttpResponseParser(self)
         self.headers: list[tuple[bytes, bytes]] = []
         self.listed: frozenset[bytes] = NOTHING
         self.reason = b""
