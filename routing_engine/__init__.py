@@ -11,6 +11,7 @@ from .balancer import (
     instance_key,
     instance_weight,
     is_routable,
+    prepare,
     select_instances,
 )
 from .caller import LOCAL_CITY, CallerResolver, parse_networks
@@ -71,6 +72,7 @@ __all__ = [
     "normalize_ip",
     "normalize_policy",
     "parse_networks",
+    "prepare",
     "rebase_policy",
     "select_instances",
     "user_bucket",
