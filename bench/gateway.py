@@ -2,7 +2,7 @@
 in one run, and the library alternative (an aiohttp server + ClientSession proxy) with them.
 
 Run:  .venv/bin/python bench/gateway.py [--runs 3] [--seconds 5] [--connections 32]
-                                        [--latency-connections 1] [--no-aiohttp]
+                                        [--latency-connections 1] [--no-aiohttp] [--no-sketch]
 
 Everything runs on this machine as child processes: the upstream is an nginx (1 worker)
 answering every path with a fixed 16-byte body; the proxies in front of it are
@@ -12,6 +12,11 @@ answering every path with a fixed 16-byte body; the proxies in front of it are
 * our gateway, `python -m dataplane.gateway` (1 process, uvloop + httptools), routing
   `/user-app/...` by a gateway document of 100,000 users and 10,000 CIDRs (the policy of
   bench/engine.py), read from its cache file (its dashboard is unreachable: fail static);
+* the sketch, a ceiling and not a product: a bare uvloop + httptools pass-through in this
+  file (`serve_sketch`). httptools finds where each request and answer ends; the bytes go
+  through as they came, to one kept-alive upstream connection per client connection. No
+  decision, no header rewriting, no retries, no metrics: what Python costs at the least
+  on the same stack, so that "gateway / sketch" says how much of the gap to nginx is ours;
 * with aiohttp: the same decision (the same RoutingTable, CallerResolver and balancer) in
   an aiohttp web handler that forwards with a kept-alive ClientSession; it reads each
   answer whole instead of streaming it, which only flatters it.
@@ -46,6 +51,7 @@ import tempfile
 from pathlib import Path
 
 import aiohttp
+import httptools
 import uvloop
 from aiohttp import web
 
@@ -182,6 +188,70 @@ def aiohttp_gateway(cache_file: Path) -> Child:
     return Child(args, port)
 
 
+def sketch_gateway(upstream: int) -> Child:
+    port = free_port()
+    return Child([sys.executable, __file__, "--serve-sketch", str(port), str(upstream)], port)
+
+
+def serve_sketch(port: int, upstream: int) -> None:
+    """The ceiling: a bare pass-through on uvloop + httptools (see the docstring)."""
+
+    class Upstream(asyncio.Protocol):
+        def __init__(self, client: Client):
+            self.client = client
+            self.parser = httptools.HttpResponseParser(self)
+
+        def connection_made(self, transport) -> None:
+            self.transport = transport
+
+        def data_received(self, data: bytes) -> None:
+            self.client.out.append(data)
+            self.parser.feed_data(data)
+            self.client.flush()
+
+    class Client(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.parser = httptools.HttpRequestParser(self)
+            self.upstream: Upstream | None = None
+            self.waiting: list[bytes] = []
+            self.out: list[bytes] = []
+
+        def connection_made(self, transport) -> None:
+            self.transport = transport
+            asyncio.get_running_loop().create_task(self.connect())
+
+        async def connect(self) -> None:
+            loop = asyncio.get_running_loop()
+            _, self.upstream = await loop.create_connection(
+                lambda: Upstream(self), "127.0.0.1", upstream
+            )
+            self.upstream.transport.writelines(self.waiting)
+            self.waiting.clear()
+
+        def data_received(self, data: bytes) -> None:
+            self.parser.feed_data(data)  # framing only: it raises on a malformed request
+            if self.upstream is None:
+                self.waiting.append(data)
+            else:
+                self.upstream.transport.write(data)
+
+        def flush(self) -> None:
+            if self.out:
+                self.transport.write(b"".join(self.out))
+                self.out.clear()
+
+        def connection_lost(self, exc) -> None:
+            if self.upstream is not None:
+                self.upstream.transport.close()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        await loop.create_server(Client, "127.0.0.1", port, backlog=1024)
+        await asyncio.Event().wait()
+
+    uvloop.run(main())
+
+
 def serve_aiohttp(port: int, cache_file: Path) -> None:
     """The library alternative: the gateway's decision in an aiohttp handler, forwarded
     with a kept-alive ClientSession."""
@@ -275,8 +345,13 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--latency-connections", type=int, default=1)
     parser.add_argument("--no-aiohttp", action="store_true")
+    parser.add_argument("--no-sketch", action="store_true")
     parser.add_argument("--serve-aiohttp", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-sketch", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_sketch:
+        serve_sketch(*args.serve_sketch)
+        return
     if args.serve_aiohttp:
         serve_aiohttp(int(args.serve_aiohttp[0]), Path(args.serve_aiohttp[1]))
         return
@@ -294,6 +369,8 @@ def main() -> None:
         cache.write_bytes(gateway_document(upstream.port))
         proxies = {"nginx": proxy_nginx(work / "proxy", upstream.port)}
         proxies["gateway"] = our_gateway(cache)
+        if not args.no_sketch:
+            proxies["sketch (ceiling)"] = sketch_gateway(upstream.port)
         if not args.no_aiohttp:
             proxies["aiohttp"] = aiohttp_gateway(cache)
         children += proxies.values()
@@ -319,7 +396,7 @@ def main() -> None:
                 result["light_added_p99"] = result["light_p99"] - direct["light_p99"]
                 results[name].append(result)
                 print(
-                    f"run {run}: {name:<15} {result['rate']:8.0f} req/s  "
+                    f"run {run}: {name:<16} {result['rate']:8.0f} req/s  "
                     f"p50 {result['p50']:.3f} ms  p99 {result['p99']:.3f} ms  "
                     f"added p50 {result['added_p50']:+.3f} ms  p99 {result['added_p99']:+.3f} ms  "
                     f"CPU {result['cpu_us']:.1f} us/req  | c={args.latency_connections}: "
@@ -334,14 +411,18 @@ def main() -> None:
         for name in proxies:
             m = median[name]
             print(
-                f"  {name:<15} {m['rate']:8.0f} req/s  added p50 {m['added_p50']:+.3f} ms  "
+                f"  {name:<16} {m['rate']:8.0f} req/s  added p50 {m['added_p50']:+.3f} ms  "
                 f"added p99 {m['added_p99']:+.3f} ms  CPU {m['cpu_us']:.1f} us/req  "
                 f"| c={args.latency_connections}: added p50 {m['light_added_p50']:+.3f} ms  "
                 f"p99 {m['light_added_p99']:+.3f} ms"
             )
-        if "aiohttp" in proxies:
-            ratio = median["gateway"]["rate"] / median["aiohttp"]["rate"]
-            print(f"gateway / aiohttp throughput: {ratio:.2f}x")
+        for other in ("aiohttp", "sketch (ceiling)"):
+            if other in proxies:
+                ratio = median["gateway"]["rate"] / median[other]["rate"]
+                cpu = median["gateway"]["cpu_us"] / median[other]["cpu_us"]
+                print(f"gateway / {other}: throughput {ratio:.2f}x, CPU per request {cpu:.2f}x")
+        cpu = median["gateway"]["cpu_us"] / median["nginx"]["cpu_us"]
+        print(f"gateway / nginx CPU per request: {cpu:.2f}x")
         ratio = median["gateway"]["rate"] / median["nginx"]["rate"]
         added = median["gateway"]["light_added_p50"]
         print(

@@ -11,6 +11,7 @@ from .balancer import (
     instance_key,
     instance_weight,
     is_routable,
+    prepare,
     select_instances,
 )
 from .caller import LOCAL_CITY, CallerResolver, parse_networks
@@ -78,6 +79,7 @@ __all__ = [
     "normalize_policy",
     "normalize_service_routing",
     "parse_networks",
+    "prepare",
     "rebase_policy",
     "select_instances",
     "service_bucket",

@@ -69,6 +69,21 @@ def instance_weight(instance: Mapping[str, Any]) -> float:
     return 1.0 if weight is None else float(weight)
 
 
+# (instance, its key, its weight) of each candidate that takes traffic.
+Prepared = list[tuple[Mapping[str, Any], Hashable, float]]
+
+
+def prepare(instances: Iterable[Mapping[str, Any]]) -> Prepared:
+    """The candidates as SmoothWeightedRoundRobin.pick_prepared() takes them; weight 0 (or
+    less) takes no traffic, as in Nacos."""
+    prepared = []
+    for instance in instances:
+        weight = instance_weight(instance)
+        if weight > 0:
+            prepared.append((instance, instance_key(instance), weight))
+    return prepared
+
+
 class SmoothWeightedRoundRobin:
     """Nginx's smooth weighted round robin: weights 5,1,1 give a,a,b,a,c,a,a — spread out,
     not a,a,a,a,a,b,c. Weight 0 (or less) takes no traffic, as in Nacos.
@@ -83,25 +98,26 @@ class SmoothWeightedRoundRobin:
         self._current: dict[Hashable, float] = {}
 
     def pick(self, instances: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-        if len(instances) == 1:
+        return self.pick_prepared(prepare(instances))
+
+    def pick_prepared(self, prepared: Prepared) -> Mapping[str, Any] | None:
+        """pick() over the list prepare() made of the candidates: for a caller that asks
+        many times about the same candidates (the gateway: once per configuration), with no
+        lookups per instance."""
+        if len(prepared) <= 1:
             # The common case of one candidate: its score would go up by its weight and down
             # by the same total, so nothing changes but the answer.
-            only = instances[0]
-            return only if instance_weight(only) > 0 else None
+            return prepared[0][0] if prepared else None
         current = self._current
-        if len(current) > 4 * len(instances) + 64:
+        if len(current) > 4 * len(prepared) + 64:
             # Forget instances that left long ago instead of growing forever.
-            keep = {instance_key(instance) for instance in instances}
+            keep = {key for _, key, _ in prepared}
             self._current = current = {k: v for k, v in current.items() if k in keep}
         best = None
         best_key: Hashable = None
         best_score = 0.0
         total = 0.0
-        for instance in instances:
-            weight = instance_weight(instance)
-            if weight <= 0:
-                continue
-            key = instance_key(instance)
+        for instance, key, weight in prepared:
             score = current.get(key, 0.0) + weight
             current[key] = score
             total += weight

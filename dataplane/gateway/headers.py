@@ -31,6 +31,18 @@ NOTHING: frozenset[bytes] = frozenset()
 PLAIN_CONNECTION = frozenset((b"keep-alive", b"close"))
 GRAY_STATUS = GRAY_STATUS_HEADER.lower().encode()
 SHUTTING_DOWN = b"x-instance-shutting-down"
+# Request headers the gateway drops, rewrites or reads; all others pass as they came.
+REQUEST_HANDLED = HOP_BY_HOP | {
+    b"content-length",
+    b"x-forwarded-for",
+    b"x-forwarded-proto",
+    GRAY_STATUS,
+    b"expect",
+    b"baggage",
+    b"host",
+}
+# Answer headers the gateway drops or reads (the framing, the shutting-down marker).
+ANSWER_HANDLED = HOP_BY_HOP | {b"content-length", SHUTTING_DOWN}
 
 
 def connection_listed(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]:
@@ -41,6 +53,17 @@ def connection_listed(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]:
         if name == b"connection":
             listed.update(token.strip().lower() for token in value.split(b","))
     return frozenset(listed)
+
+
+def without_listed(lines: list[bytes], listed: frozenset[bytes]) -> list[bytes]:
+    """Header lines kept as [name, b": ", value, b"\r\n", ...] (lower-case names), less
+    those the Connection header declares hop-by-hop: the rare message whose Connection
+    names more than keep-alive or close."""
+    kept: list[bytes] = []
+    for at in range(0, len(lines), 4):
+        if lines[at] not in listed:
+            kept += lines[at : at + 4]
+    return kept
 
 
 def is_hop_by_hop(name: bytes, listed: frozenset[bytes]) -> bool:

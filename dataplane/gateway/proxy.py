@@ -33,9 +33,10 @@ from dataplane.gateway.headers import (
     HOP_BY_HOP,
     NOTHING,
     PLAIN_CONNECTION,
-    SHUTTING_DOWN,
+    REQUEST_HANDLED,
     connection_listed,
     strip_gray_baggage,
+    without_listed,
 )
 from dataplane.gateway.metrics import Metrics
 from dataplane.gateway.routing import Instance, RoutingTable, Service
@@ -47,6 +48,7 @@ from dataplane.gateway.upstream import (
     UpstreamPool,
 )
 from routing_engine import FLAGS, CallerResolver
+from routing_engine.balancer import Prepared
 
 log = logging.getLogger(__name__)
 
@@ -57,16 +59,6 @@ REPLAY_LIMIT = 1 << 20
 # Body bytes waiting for an upstream connection before the client is asked to pause.
 PENDING_LIMIT = 1 << 18
 NO_VERSION = "none"
-# Request headers the gateway drops, rewrites or reads before passing the rest on.
-_HANDLED = HOP_BY_HOP | {
-    b"content-length",
-    b"x-forwarded-for",
-    b"x-forwarded-proto",
-    GRAY_STATUS,
-    b"expect",
-    b"baggage",
-    b"host",
-}
 _FLAG_BYTES = {flag: flag.encode() for flag in FLAGS}
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 
@@ -100,7 +92,9 @@ class Exchange:
         "client",
         "method",
         "url",
-        "headers",
+        "special",
+        "plain",
+        "watched",
         "listed",
         "version",
         "keep_alive",
@@ -113,9 +107,10 @@ class Exchange:
         "body_done",
         "upstream",
         "attempting",
-        "timer",
+        "deadline",
         "route",
         "candidates",
+        "prepared",
         "head",
         "tried",
         "instance",
@@ -133,18 +128,30 @@ class Exchange:
     )
 
     def __init__(
-        self, client: ClientConnection, url: bytes, headers: list, listed: frozenset, parser
+        self,
+        client: ClientConnection,
+        url: bytes,
+        special: list[tuple[bytes, bytes]],
+        plain: list[bytes],
+        watched: frozenset[bytes],
+        listed: frozenset[bytes],
+        parser,
     ) -> None:
         self.client = client
         self.method: bytes = parser.get_method()
         self.url = url
-        self.headers: list[tuple[bytes, bytes]] = headers
+        # The headers, sorted as they were parsed (ClientConnection.on_header): `special`,
+        # (name, value) of those in `watched` (handled by the gateway, or read by the
+        # decision) and of Proxy-*; `plain`, the others, as lines ready to pass on.
+        self.special = special
+        self.plain = plain
+        self.watched = watched
         self.listed = listed  # what the Connection header declares hop-by-hop
         self.version: str = parser.get_http_version()
         self.keep_alive: bool = parser.should_keep_alive()
         # How the body goes upstream: b"" (none), b"length" or b"chunked" (re-chunked).
         self.body_framing = b""
-        for name, _ in headers:
+        for name, _ in special:
             if name == b"transfer-encoding":
                 self.body_framing = b"chunked"
                 break
@@ -159,9 +166,10 @@ class Exchange:
         self.upstream: UpstreamConnection | None = None
         # The attempt in flight: sent to `instance`, waiting for the head of its answer.
         self.attempting = False
-        self.timer: asyncio.TimerHandle | None = None
+        self.deadline = 0.0  # of the attempt in flight, checked by the connection's timer
         self.route: Service | None = None
         self.candidates: list[Instance] = []
+        self.prepared: Prepared = []
         self.head = b""
         self.tried: set[tuple[str, int]] = set()
         self.instance: Instance | None = None
@@ -216,44 +224,34 @@ class Exchange:
         return self.replayable
 
     # Sink: the answer, as the instance sends it.
-    def response_head(self, status, reason, headers, listed, length) -> None:
-        if (
-            status == 503
-            and self.replayable
-            and any(n == SHUTTING_DOWN and v.strip().lower() == b"true" for n, v in headers)
-        ):
+    def response_head(self, status, reason, lines, length, shutting_down) -> None:
+        if status == 503 and shutting_down and self.replayable:
             self._detach()
             self._attempt_over(_Retry())
             return
         self._attempt_over(None)
         self.status = status
-        lines = [b"HTTP/1.1 %d %b\r\n" % (status, reason or _REASONS.get(status, b"Unknown"))]
-        for name, value in headers:
-            if name in HOP_BY_HOP or name in listed or name[:6] == b"proxy-":
-                continue
-            lines += (name, b": ", value, b"\r\n")
+        out = self.out  # joined with the first piece of the body (flush)
+        out.append(b"HTTP/1.1 %d %b\r\n" % (status, reason or _REASONS.get(status, b"Unknown")))
+        out += lines
         if length is None or length < 0:
             if self.version == "1.1":
                 self.chunked_out = True
-                lines.append(b"transfer-encoding: chunked\r\n")
+                out.append(b"transfer-encoding: chunked\r\n")
             else:
                 self.keep_alive = False  # an HTTP/1.0 client reads to the end of connection
         if not self.keep_alive:
-            lines.append(b"connection: close\r\n")
+            out.append(b"connection: close\r\n")
         elif self.version == "1.0":
-            lines.append(b"connection: keep-alive\r\n")
-        lines.append(b"\r\n")
+            out.append(b"connection: keep-alive\r\n")
+        out.append(b"\r\n")
         self.answered = True
-        self.out.append(b"".join(lines))
 
     def _attempt_over(self, error: BaseException | None) -> None:
         """The attempt got the head of an answer (None), or failed before it."""
         if not self.attempting:
             return
         self.attempting = False
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
         if error is not None:
             self.client.attempt_failed(self, error)
 
@@ -311,9 +309,6 @@ class Exchange:
         """The client went away."""
         self._detach()
         self.attempting = False
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
 
 
 class ClientConnection(asyncio.Protocol):
@@ -328,10 +323,15 @@ class ClientConnection(asyncio.Protocol):
         self.peer_city: str | None = None
         self.queue: deque[Exchange] = deque()  # the first is being answered
         self.parsing: Exchange | None = None
+        self._to_serve: Exchange | None = None  # parsed by this data, served once it is fed
         self._url = b""
-        self._headers: list[tuple[bytes, bytes]] = []
+        self._special: list[tuple[bytes, bytes]] = []
+        self._plain: list[bytes] = []
+        self._watched = REQUEST_HANDLED
         self._connection = False  # the request's Connection header names other headers
-        self._idle_timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        # The longest the timer may sleep: no deadline can then be missed (see _check_timers).
+        self._tick = min(context.idle_timeout, context.request_timeout)
         self._idle_since: float | None = None  # None: a request is being read or answered
         self._paused_by: set[int] = set()
         self._closing = False
@@ -356,15 +356,23 @@ class ClientConnection(asyncio.Protocol):
             # nothing after it on this connection is read.
             self._closing = True
         except httptools.HttpParserError:
+            self._to_serve = None
             if self.parsing is None and not self.queue:
                 self._answer_and_close(400, b"A malformed HTTP request.")
             else:
                 self._close()
+            return
+        exchange = self._to_serve
+        if exchange is not None:
+            # Served once the parser is done with this data: its body may follow the head in
+            # it. No loop turn in between, no call_soon per request.
+            self._to_serve = None
+            self._serve(exchange)
 
     def connection_lost(self, exc) -> None:
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         for exchange in self.queue:
             exchange.abort()
         self.queue.clear()
@@ -385,27 +393,40 @@ class ClientConnection(asyncio.Protocol):
     # httptools callbacks
     def on_message_begin(self) -> None:
         self._url = b""
-        self._headers = []
+        self._special = []
+        self._plain = []
+        table = self.context.table
+        self._watched = REQUEST_HANDLED if table is None else table.watched_headers
         self._connection = False
 
     def on_url(self, url: bytes) -> None:
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        # Sorted as parsed, by one set lookup: most headers become lines to pass on at once,
+        # with no second pass over them (the prefix test is the Proxy-* family).
         name = name.lower()
-        self._headers.append((name, value))
-        if name == b"connection" and value.lower() not in PLAIN_CONNECTION:
-            self._connection = True
+        if name in self._watched or name[:6] == b"proxy-":
+            self._special.append((name, value))
+            if name == b"connection" and value.lower() not in PLAIN_CONNECTION:
+                self._connection = True
+        else:
+            self._plain += (name, b": ", value, b"\r\n")
 
     def on_headers_complete(self) -> None:
         self._cancel_idle()
-        listed = connection_listed(self._headers) if self._connection else NOTHING
-        exchange = Exchange(self, self._url, self._headers, listed, self.parser)
+        plain = self._plain
+        listed = NOTHING
+        if self._connection:
+            listed = connection_listed(self._special)
+            plain = without_listed(plain, listed)
+        exchange = Exchange(
+            self, self._url, self._special, plain, self._watched, listed, self.parser
+        )
         self.parsing = exchange
         self.queue.append(exchange)
         if len(self.queue) == 1:
-            # Once the parser is done with this message (its body may follow in this data).
-            self.loop.call_soon(self._serve, exchange)
+            self._to_serve = exchange
         else:
             self.pause_reading_for(self.queue[0])  # pipelined: one at a time
 
@@ -475,6 +496,7 @@ class ClientConnection(asyncio.Protocol):
         exchange.route = service
         exchange.head, flag = self._upstream_head(exchange, table, service)
         version, exchange.candidates = service.by_flag[flag]
+        exchange.prepared = service.prepared[flag]
         exchange.metric_version = version or NO_VERSION
         self._attempt(exchange)
 
@@ -487,12 +509,18 @@ class ClientConnection(asyncio.Protocol):
         decide_on: dict[str, str] = {}
         forwarded_for = forwarded_proto = None
         lines = [exchange.method, b" ", exchange.url, b" HTTP/1.1\r\n"]
+        lines += exchange.plain
+        if exchange.watched is not table.watched_headers:
+            # The table changed while the head was parsed: its decision may read other
+            # headers than those picked out.
+            plain = exchange.plain
+            for at in range(0, len(plain), 4):
+                if plain[at] in decision_headers:
+                    decide_on[plain[at].decode("latin-1")] = plain[at + 2].decode("latin-1")
         has_host = False
         expect_continue = False
-        # Most headers pass as they are; the few the gateway acts on are picked out by one
-        # set lookup (this loop runs for every header of every request).
-        for name, value in exchange.headers:
-            if name in _HANDLED or name in listed or name[:6] == b"proxy-":
+        for name, value in exchange.special:
+            if name in REQUEST_HANDLED or name in listed or name[:6] == b"proxy-":
                 if name in HOP_BY_HOP or name in listed or name[:6] == b"proxy-":
                     continue
                 if name == b"content-length":
@@ -550,10 +578,12 @@ class ClientConnection(asyncio.Protocol):
             self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         return b"".join(lines), decision.flag
 
-    def _pick(self, service: Service, candidates: list[Instance], tried: set) -> Instance | None:
+    def _pick(self, exchange: Exchange) -> Instance | None:
         pool = self.context.pool
+        service, candidates, tried = exchange.route, exchange.candidates, exchange.tried
+        assert service is not None
         if not tried and not pool.has_ejections():
-            return service.balancer.pick(candidates)  # type: ignore[return-value]
+            return service.balancer.pick_prepared(exchange.prepared)  # type: ignore[return-value]
         fresh = [i for i in candidates if i.address not in tried]
         healthy = [i for i in fresh if not pool.is_ejected(i.address)]
         # With every one ejected, trying one beats refusing the request.
@@ -561,8 +591,7 @@ class ClientConnection(asyncio.Protocol):
 
     def _attempt(self, exchange: Exchange) -> None:
         """Send the request to the next instance to try, or answer why there is none."""
-        assert exchange.route is not None
-        instance = self._pick(exchange.route, exchange.candidates, exchange.tried)
+        instance = self._pick(exchange)
         if instance is None:
             self._answer(exchange, *exchange.failure)
             return
@@ -612,7 +641,8 @@ class ClientConnection(asyncio.Protocol):
             upstream.write(data)
             exchange._keep(data)
         self.resume_reading_for(exchange)
-        exchange.timer = self.loop.call_later(self.context.request_timeout, exchange.time_out)
+        # Checked by the connection's one timer (_check_timers), not a timer per attempt.
+        exchange.deadline = self.loop.time() + self.context.request_timeout
 
     def attempt_failed(self, exchange: Exchange, error: BaseException) -> None:
         """The attempt failed before any answer: try another instance when that cannot
@@ -715,26 +745,36 @@ class ClientConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    # The idle timeout: one timer per connection that re-arms itself, not a timer made and
-    # cancelled for every request of a kept-alive connection.
+    # The idle and request timeouts: one timer per connection that re-arms itself, never
+    # further ahead than the shorter timeout, so that a deadline set meanwhile (now + a
+    # timeout) is never before it fires. Not a timer made and cancelled per request.
     def _arm_idle(self) -> None:
         self._idle_since = self.loop.time()
-        if self._idle_timer is None:
-            self._idle_timer = self.loop.call_later(self.context.idle_timeout, self._check_idle)
+        if self._timer is None:
+            self._timer = self.loop.call_later(self._tick, self._check_timers)
 
     def _cancel_idle(self) -> None:
         self._idle_since = None
 
-    def _check_idle(self) -> None:
-        self._idle_timer = None
+    def _check_timers(self) -> None:
+        self._timer = None
         if self.transport is None:
             return
-        timeout = self.context.idle_timeout
-        if self._idle_since is None:
-            remaining = timeout
-        else:
-            remaining = self._idle_since + timeout - self.loop.time()
-            if remaining <= 0:
+        now = self.loop.time()
+        remaining = self._tick
+        if self._idle_since is not None:
+            left = self._idle_since + self.context.idle_timeout - now
+            if left <= 0:
                 self._close()
                 return
-        self._idle_timer = self.loop.call_later(remaining, self._check_idle)
+            remaining = min(remaining, left)
+        if self.queue and self.queue[0].attempting:
+            exchange = self.queue[0]
+            left = exchange.deadline - now
+            if left <= 0:
+                exchange.time_out()
+                if self.transport is None or self._timer is not None:
+                    return  # closed, or re-armed by the answer's end (_arm_idle)
+            else:
+                remaining = min(remaining, left)
+        self._timer = self.loop.call_later(remaining, self._check_timers)

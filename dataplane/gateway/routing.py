@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dataplane.gateway.headers import REQUEST_HANDLED
 from routing_engine import (
     ALL,
     GRAY,
@@ -20,8 +21,10 @@ from routing_engine import (
     SmoothWeightedRoundRobin,
     normalize_policy,
     normalize_service_routing,
+    prepare,
     select_instances,
 )
+from routing_engine.balancer import Prepared
 
 
 class ConfigError(ValueError):
@@ -69,6 +72,8 @@ class Service:
     decide: Callable[..., Decision] | None = None
     # Candidates per flag, computed once: (version asked for, instances of it).
     by_flag: dict[str, tuple[str | None, list[Instance]]] = field(default_factory=dict)
+    # Per flag, the candidates as the balancer's pick_prepared() takes them.
+    prepared: dict[str, Prepared] = field(default_factory=dict)
     balancer: SmoothWeightedRoundRobin = field(default_factory=SmoothWeightedRoundRobin)
 
 
@@ -82,6 +87,9 @@ class RoutingTable:
     # Request headers the decision reads (lower-case): the header rule's, city and user.
     decision_headers: frozenset[bytes]
     services: dict[str, Service]
+    # Request headers the proxy picks out as they are parsed: those it handles, and the
+    # decision's (which also pass on).
+    watched_headers: frozenset[bytes] = REQUEST_HANDLED
 
     def candidates(self, service: Service, flag: str) -> tuple[str | None, list[Instance]]:
         return service.by_flag[flag]
@@ -125,22 +133,25 @@ class RoutingTable:
                     service.instances, asked, service.prod, service.gray, fallback_to_prod
                 )
                 service.by_flag[flag] = (version, chosen)  # type: ignore[assignment]
+                service.prepared[flag] = prepare(chosen)
             services[name] = service
         matcher = GrayMatcher(policy, {name: s.routing for name, s in services.items()})
         for name, service in services.items():
             service.decide = matcher.for_service(name)
+        decision_headers = frozenset(
+            name.lower().encode("latin-1")
+            for name in (policy["header"]["name"], policy["city_header"], policy["user_header"])
+            if name
+        )
         return cls(
             generation=generation,
             revision=revision,
             checksum=str(document.get("checksum", "")),
             matcher=matcher,
             city_header=policy["city_header"].lower(),
-            decision_headers=frozenset(
-                name.lower().encode("latin-1")
-                for name in (policy["header"]["name"], policy["city_header"], policy["user_header"])
-                if name
-            ),
+            decision_headers=decision_headers,
             services=services,
+            watched_headers=REQUEST_HANDLED | decision_headers,
         )
 
 

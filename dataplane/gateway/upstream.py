@@ -18,7 +18,14 @@ from typing import Protocol
 
 import httptools
 
-from dataplane.gateway.headers import NOTHING, PLAIN_CONNECTION, connection_listed
+from dataplane.gateway.headers import (
+    ANSWER_HANDLED,
+    NOTHING,
+    PLAIN_CONNECTION,
+    SHUTTING_DOWN,
+    connection_listed,
+    without_listed,
+)
 
 Address = tuple[str, int]
 
@@ -46,10 +53,13 @@ class Sink(Protocol):
         self,
         status: int,
         reason: bytes,
-        headers: list[tuple[bytes, bytes]],
-        listed: frozenset[bytes],
+        lines: list[bytes],
         length: int | None,
-    ) -> None: ...
+        shutting_down: bool,
+    ) -> None:
+        """`lines`: the header lines to pass on, [name, b": ", value, b"\r\n", ...], the
+        hop-by-hop ones already left out."""
+
     def response_body(self, data: bytes) -> None: ...
     def flush(self) -> None: ...
     def response_end(self, reusable: bool) -> None: ...
@@ -64,9 +74,12 @@ class UpstreamConnection(asyncio.Protocol):
         "transport",
         "sink",
         "parser",
-        "headers",
+        "lines",
         "listed",
         "reason",
+        "length",
+        "chunked",
+        "shutting_down",
         "received",
         "head_done",
         "no_body",
@@ -83,13 +96,13 @@ class UpstreamConnection(asyncio.Protocol):
         self.sink: Sink | None = None
         self.closed = False
         self.idle_since = 0.0
+        # One parser for the connection's life: after a complete answer it expects the next
+        # (a connection whose answer was not complete is closed, never reused).
+        self.parser = httptools.HttpResponseParser(self)
 
     def begin(self, sink: Sink, head_request: bool) -> None:
         self.sink = sink
-        self.parser = httptools.HttpResponseParser(self)
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.listed: frozenset[bytes] = NOTHING
-        self.reason = b""
+        self._new_head()
         self.received = self.head_done = False
         self.no_body = head_request
         self.to_close = False
@@ -137,14 +150,32 @@ class UpstreamConnection(asyncio.Protocol):
         if self.sink is not None:
             self.sink.upstream_writable(True)
 
+    def _new_head(self) -> None:
+        self.lines: list[bytes] = []
+        self.listed: frozenset[bytes] = NOTHING
+        self.reason = b""
+        self.length: int | None = None
+        self.chunked = self.shutting_down = False
+
     # httptools callbacks
     def on_status(self, reason: bytes) -> None:
         self.reason += reason
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        # Each header is sorted as it is parsed: passed on, or read and (if hop-by-hop)
+        # dropped. No second pass over a list of headers.
         name = name.lower()
-        self.headers.append((name, value))
-        if name == b"connection" and value.lower() not in PLAIN_CONNECTION:
+        if name not in ANSWER_HANDLED and name[:6] != b"proxy-":
+            self.lines += (name, b": ", value, b"\r\n")
+        elif name == b"content-length":
+            self.length = int(value)
+            self.lines += (name, b": ", value, b"\r\n")
+        elif name == SHUTTING_DOWN:
+            self.shutting_down = value.strip().lower() == b"true"
+            self.lines += (name, b": ", value, b"\r\n")
+        elif name == b"transfer-encoding":
+            self.chunked = True
+        elif name == b"connection" and value.lower() not in PLAIN_CONNECTION:
             self.listed = self.listed | connection_listed([(name, value)])
 
     def on_headers_complete(self) -> None:
@@ -153,19 +184,13 @@ class UpstreamConnection(asyncio.Protocol):
         if status < 200:
             # An interim answer (100 Continue; the gateway answered the client's Expect
             # itself): skipped, the final one follows on the same parser.
-            self.headers = []
-            self.listed = NOTHING
-            self.reason = b""
+            self._new_head()
             return
         self.head_done = True
         self.reusable = parser.should_keep_alive()
-        length = None
-        chunked = False
-        for name, value in self.headers:
-            if name == b"content-length":
-                length = int(value)
-            elif name == b"transfer-encoding":
-                chunked = True
+        length = self.length
+        chunked = self.chunked
+        lines = without_listed(self.lines, self.listed) if self.listed else self.lines
         if self.no_body or status in (204, 304):
             length = 0
         elif chunked:
@@ -174,7 +199,7 @@ class UpstreamConnection(asyncio.Protocol):
             length = -1  # delimited by the end of the connection
         self.to_close = length == -1
         assert self.sink is not None
-        self.sink.response_head(status, self.reason, self.headers, self.listed, length)
+        self.sink.response_head(status, self.reason, lines, length, self.shutting_down)
         if self.no_body:
             # An answer to HEAD announces a body it does not have; httptools would wait for
             # it, so the exchange ends here and the connection is not reused.
