@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ REPLAY_LIMIT = 1 << 20
 PENDING_LIMIT = 1 << 18
 NO_VERSION = "none"
 _FLAG_BYTES = {flag: flag.encode() for flag in FLAGS}
+_DOT_SEGMENT = re.compile(rb"/\.\.?(?:/|$)")
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 
 
@@ -476,7 +478,7 @@ class ClientConnection(asyncio.Protocol):
     def _route(self, exchange: Exchange) -> None:
         context = self.context
         path = exchange.url.partition(b"?")[0]
-        if not path.startswith(b"/") or b"/../" in path + b"/" or b"/./" in path + b"/":
+        if path[:1] != b"/" or (b"/." in path and _DOT_SEGMENT.search(path)):
             self._answer(exchange, 400, b"Only paths of the form /{service}/{path}.")
             return
         table = context.table
@@ -713,11 +715,11 @@ class ClientConnection(asyncio.Protocol):
 
     def finished(self, exchange: Exchange) -> None:
         """The answer to the first queued request is complete."""
+        now = self.loop.time()
         if exchange.service:
-            latency_ms = (self.loop.time() - exchange.started) * 1000
             error = exchange.failed or exchange.status >= 500
             self.context.metrics.record(
-                exchange.service, exchange.metric_version, error, latency_ms
+                exchange.service, exchange.metric_version, error, (now - exchange.started) * 1000
             )
         if not exchange.body_done:
             exchange.keep_alive = False  # the rest of its body would be read as a request
@@ -729,7 +731,7 @@ class ClientConnection(asyncio.Protocol):
         if self.queue:
             self.loop.call_soon(self._serve, self.queue[0])
         else:
-            self._arm_idle()
+            self._arm_idle(now)
         self.resume_reading_for(exchange)
 
     def _answer_and_close(self, status: int, detail: bytes) -> None:
@@ -748,8 +750,8 @@ class ClientConnection(asyncio.Protocol):
     # The idle and request timeouts: one timer per connection that re-arms itself, never
     # further ahead than the shorter timeout, so that a deadline set meanwhile (now + a
     # timeout) is never before it fires. Not a timer made and cancelled per request.
-    def _arm_idle(self) -> None:
-        self._idle_since = self.loop.time()
+    def _arm_idle(self, now: float | None = None) -> None:
+        self._idle_since = self.loop.time() if now is None else now
         if self._timer is None:
             self._timer = self.loop.call_later(self._tick, self._check_timers)
 
