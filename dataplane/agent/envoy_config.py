@@ -127,9 +127,7 @@ def bootstrap(site: Site) -> dict[str, Any]:
             "listeners": [
                 {
                     "name": "graylane",
-                    "address": {
-                        "socket_address": {"address": site.host, "port_value": site.port}
-                    },
+                    "address": {"socket_address": {"address": site.host, "port_value": site.port}},
                     "filter_chains": [
                         {
                             "filters": [
@@ -219,9 +217,7 @@ def _retry(retry_on: str) -> dict:
     return {
         "retry_on": retry_on,
         "num_retries": 2,
-        "retriable_headers": [
-            {"name": SHUTTING_DOWN_HEADER, "string_match": {"exact": "true"}}
-        ],
+        "retriable_headers": [{"name": SHUTTING_DOWN_HEADER, "string_match": {"exact": "true"}}],
         "retry_host_predicate": [
             {
                 "name": "envoy.retry_host_predicates.previous_hosts",
@@ -284,7 +280,9 @@ def routes(generation: Generation, site: Site) -> dict:
                         },
                         {
                             "match": {"prefix": "/"},
-                            "route": proxied("connect-failure,reset-before-request,retriable-headers"),
+                            "route": proxied(
+                                "connect-failure,reset-before-request,retriable-headers"
+                            ),
                         },
                     ],
                 }
@@ -307,10 +305,9 @@ def lua_string(text: str) -> str:
 
 def _lua_ranges(ranges: Ranges) -> str:
     v4, v6 = ranges
-    return "{v4 = %s, v6 = %s}" % (
-        lua_string("".join(f"{first:x}-{last:x}," for first, last in v4)),
-        lua_string("".join(f"{first:032x}-{last:032x}," for first, last in v6)),
-    )
+    text4 = lua_string("".join(f"{first:x}-{last:x}," for first, last in v4))
+    text6 = lua_string("".join(f"{first:032x}-{last:032x}," for first, last in v6))
+    return f"{{v4 = {text4}, v6 = {text6}}}"
 
 
 def lua_source(generation: Generation, site: Site) -> str:
@@ -318,8 +315,7 @@ def lua_source(generation: Generation, site: Site) -> str:
     lines = [
         f"-- Graylane generation {generation.generation} (revision {generation.revision})",
         f"local ENABLED = {'true' if rules.enabled else 'false'}",
-        "local HEADER_KEY = "
-        + (lua_string(rules.header_name) if rules.header_name else "nil"),
+        "local HEADER_KEY = " + (lua_string(rules.header_name) if rules.header_name else "nil"),
         f"local HEADER_VALUE = {lua_string(rules.header_value)}",
         f"local USER_KEY = {lua_string(rules.user_header)}",
         f"local CITY_KEY = {lua_string(rules.city_header)}",

@@ -59,6 +59,8 @@ def render_nginx(generation: Generation, site: Site) -> str:
     if site.geoip:
         emit(f"load_module {GEOIP2_MODULE};")
     emit(f"# Graylane generation {generation.generation} (revision {generation.revision})")
+    emit("daemon off;")  # the agent runs the master as its child
+    emit("master_process on;")
     emit(f"pid {directory / 'nginx.pid'};")
     emit(f"error_log {directory / 'error.log'} warn;")
     emit("worker_processes auto;")
@@ -71,9 +73,9 @@ def render_nginx(generation: Generation, site: Site) -> str:
     emit("  map_hash_bucket_size 512;")
     emit("  keepalive_requests 100000;")
     emit(
-        "  log_format graylane escape=json '{\"service\":\"$graylane_service\","
+        '  log_format graylane escape=json \'{"service":"$graylane_service",'
         '"flag":"$graylane_flag","upstream":"$upstream_addr","status":"$status",'
-        "\"ms\":\"$request_time\"}';"
+        '"ms":"$request_time"}\';'
     )
     emit(f"  access_log {site.access_log} graylane buffer=64k flush=1s if=$graylane_service;")
     trusted = list(_cidrs(trusted_ranges(site)))
@@ -91,11 +93,8 @@ def render_nginx(generation: Generation, site: Site) -> str:
         _rules(emit, rules, site, trusted)
         for index, route in enumerate(generation.routes):
             _flag(emit, rules, route, index)
-    for index, route in enumerate(generation.routes):
-        variable = f"$graylane_pool_{index}"
-        flag = "$graylane_flag_%d" % index if rules.enabled else "ALL"
-        if rules.enabled:
-            emit(f"  map {flag} {variable} {{")
+        for index, route in enumerate(generation.routes):
+            emit(f"  map $graylane_flag_{index} $graylane_pool_{index} {{")
             for name, pool in route.pools.items():
                 emit(f"    {name} {quote(_upstream(pool) if pool else '')};")
             emit("  }")
@@ -116,7 +115,7 @@ def render_nginx(generation: Generation, site: Site) -> str:
     emit("    }")
     emit("    location / {")
     emit("      default_type application/json;")
-    emit("      return 404 '{\"detail\": \"no such service\"}';")
+    emit('      return 404 \'{"detail": "no such service"}\';')
     emit("    }")
     for index, route in enumerate(generation.routes):
         _location(emit, route, index, site, rules.enabled)
@@ -155,7 +154,8 @@ def _rules(emit, rules: Rules, site: Site, trusted: list[str]) -> None:
         geoip_city = "$graylane_geoip_city" if site.geoip else ""
         city_header = _header_variable(rules.city_header)
         # trusted|city header|local|GeoIP city -> the caller's city
-        emit(f'  map "$graylane_trusted|{city_header}|$graylane_local|{geoip_city}" $graylane_city {{')
+        key = f"$graylane_trusted|{city_header}|$graylane_local|{geoip_city}"
+        emit(f'  map "{key}" $graylane_city {{')
         emit('    "~^1\\|([^|]+)\\|" $1;')
         emit('    "~^.\\|[^|]*\\|1\\|" local;')
         emit('    "~^.\\|[^|]*\\|0\\|(.*)$" $1;')
@@ -228,7 +228,7 @@ def _location(emit, route: ServiceRoute, index: int, site: Site, enabled: bool) 
             pool = quote(_upstream(route.pools["ALL"])) if route.pools["ALL"] else '""'
         emit(f"      set $graylane_pool {pool};")
         emit('      if ($graylane_pool = "") {')
-        emit("        return 503 '{\"detail\": \"no routable instance\"}';")
+        emit('        return 503 \'{"detail": "no routable instance"}\';')
         emit("      }")
         emit("      proxy_pass http://$graylane_pool;")
         emit("      proxy_http_version 1.1;")
