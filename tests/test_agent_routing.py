@@ -69,9 +69,7 @@ def test_a_listed_network_goes_to_gray_via_x_forwarded_for_from_a_trusted_proxy(
     assert get(plain, **{"X-Forwarded-For": "203.0.113.9"}).json()["version"] == "V1"
 
 
-def test_the_city_is_local_on_loopback_and_the_header_of_a_trusted_proxy(
-    lab, two_versions, engine
-):
+def test_the_city_is_local_on_loopback_and_the_header_of_a_trusted_proxy(lab, two_versions, engine):
     lab.policy(cities=["local", "Beijing"])
     plain = start_agent(lab, engine, name="gw-plain")
     assert get(plain).json()["version"] == "V2"
