@@ -134,6 +134,8 @@ class EnvoyEngine(Engine):
         self._write(generation)
         args = [self.binary, "-c", str(self.site.directory / "bootstrap.json")]
         args += ["--disable-hot-restart", "-l", "warning", "--log-path", str(self.log_file)]
+        # Its log (a refusal's reason) and the access log (metrics) are read while it runs.
+        args += ["--file-flush-interval-msec", "100"]
         await self._spawn(args, self.site.directory / "envoy.out")
         await self._until(lambda: self._runs(generation, "cds", "rds"), "starting")
 
@@ -190,19 +192,27 @@ class EnvoyEngine(Engine):
             before, log_size = refused
             now = sum(int(v) for k, v in stats.items() if k.endswith("update_rejected"))  # type: ignore[call-overload]
             if now > before:
-                return self._rejection_message(log_size)
+                return await self._rejection_message(log_size)
         wanted = str(generation.generation)
         versions = {"cds": stats.get("cluster_manager.cds.version_text")}
         configs = routes.json().get("configs", []) if routes.status_code == 200 else []
         versions["rds"] = configs[0].get("version_info") if configs else None
         return all(versions[kind] == wanted for kind in kinds)
 
-    def _rejection_message(self, since: int) -> str:
-        with open(self.log_file, "rb") as file:
-            file.seek(since)
-            text = file.read().decode(errors="replace")
-        found = re.findall(r"config update rejected: (.*)", text)
-        return found[-1].strip() if found else "update rejected (see its log)"
+    async def _rejection_message(self, since: int) -> str:
+        """Envoy's reason, from its log (flushed every 100 ms)."""
+        for _ in range(20):
+            with open(self.log_file, "rb") as file:
+                file.seek(since)
+                text = file.read().decode(errors="replace")
+            found = re.findall(r"config update rejected: (.*?)(?=^\[\d{4}-|\Z)", text, re.S | re.M)
+            if found:
+                # A validation failure is logged as the resource's dump, then ": <reason>".
+                block = found[-1]
+                reasons = re.findall(r"^: (.*)$", block, re.M)
+                return (reasons[-1] if reasons else block.splitlines()[0]).strip()[:1500]
+            await asyncio.sleep(0.1)
+        return f"update rejected (see {self.log_file})"
 
     async def stop(self) -> None:
         await super().stop()
@@ -244,7 +254,7 @@ class NginxEngine(Engine):
                 line for line in output.decode(errors="replace").splitlines() if "[emerg]" in line
             ]
             message = (lines[0] if lines else output.decode(errors="replace")).strip()
-            message = re.sub(r"^.*?\[emerg\] \d+#\d+: ", "", message)
+            message = re.sub(r"^.*?\[emerg\] (\d+#\d+: )?", "", message)
             raise ConfigError(f"nginx refused it: {message}")
         return candidate
 

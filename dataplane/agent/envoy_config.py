@@ -37,6 +37,7 @@ ACCESS_LOG_FORMAT = {
     "upstream": "%UPSTREAM_HOST%",
     "status": "%RESPONSE_CODE%",
     "ms": "%DURATION%",
+    "flags": "%RESPONSE_FLAGS%",
 }
 
 

@@ -91,7 +91,8 @@ def compile_document(body: bytes, prod_fallback: bool = True) -> Generation:
     document = json.loads(body)
     gray = document["gray"]
     try:
-        policy = normalize_policy({**gray, "versions": document.get("versions", {})})
+        versions = document.get("versions", {"prod": "V1", "gray": "V2"})  # as RoutingTable
+        policy = normalize_policy({**gray, "versions": versions})
     except PolicyError as exc:  # RoutingTable accepted it with the same defaults
         raise ConfigError(f"gray: {exc}") from exc
     v4, v6 = _ip_ranges(policy["ips"])
