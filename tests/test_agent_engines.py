@@ -18,7 +18,7 @@ from dataplane.gateway.routing import ConfigError
 from tests.agent_lab import engines, start_agent
 from tests.gateway_lab import UpstreamFleet
 from tests.processes import free_port
-from tests.test_gateway_routing import SEED_RULES, lab  # noqa: F401
+from tests.test_gateway_routing import SEED_RULES
 
 
 def generation_of(number: int, upstreams, users=()) -> object:

@@ -9,7 +9,7 @@ import pytest
 
 from routing_engine import user_bucket
 from tests.agent_lab import engines, start_agent
-from tests.test_gateway_routing import SEED_RULES, get, lab, two_versions  # noqa: F401
+from tests.test_gateway_routing import SEED_RULES, get
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.parametrize("engine", engines())]
 

@@ -95,8 +95,8 @@ def render_nginx(generation: Generation, site: Site) -> str:
             _flag(emit, rules, route, index)
         for index, route in enumerate(generation.routes):
             emit(f"  map $graylane_flag_{index} $graylane_pool_{index} {{")
-            for name, pool in route.pools.items():
-                emit(f"    {name} {quote(_upstream(pool) if pool else '')};")
+            for name, target in route.pools.items():
+                emit(f"    {name} {quote(_upstream(target) if target else '')};")
             emit("  }")
     for pool in generation.pools:
         emit(f"  upstream {_upstream(pool.name)} {{")

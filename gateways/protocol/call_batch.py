@@ -110,10 +110,11 @@ def answer(calls: list[Poll | Ack]) -> list[Polled | AckRecorded | Refusal]:
         else:
             answer_ = _ack(gateway, call, snapshot.number, now, acks, refused)
             answers.append(answer_)
-            if call.engine is not None and not isinstance(answer_, Refusal):
-                if (gateway.engine, gateway.engine_version) != call.engine:
-                    gateway.engine, gateway.engine_version = call.engine
-                    engines[gateway.pk] = call.engine
+            said = call.engine
+            changed = said is not None and (gateway.engine, gateway.engine_version) != said
+            if changed and said is not None and not isinstance(answer_, Refusal):
+                gateway.engine, gateway.engine_version = said
+                engines[gateway.pk] = said
     if acks or seen:
         record_acks(acks, seen=seen - acks.keys())
     for pk, (engine, version) in engines.items():  # rare: when a gateway changes engine

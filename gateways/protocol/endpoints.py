@@ -176,10 +176,13 @@ def _engine(parsed) -> tuple[str, str] | None | bool:
     if not isinstance(parsed, dict) or ("engine" not in parsed and "engine_version" not in parsed):
         return None
     engine, version = parsed.get("engine"), parsed.get("engine_version")
-    for value in (engine, version):
-        if not isinstance(value, str) or not value.strip() or len(value) > MAX_ENGINE_LENGTH:
-            return False
-    return engine, version
+    if not (isinstance(engine, str) and isinstance(version, str)):
+        return False
+    return (engine, version) if _short_text(engine) and _short_text(version) else False
+
+
+def _short_text(value) -> bool:
+    return isinstance(value, str) and bool(value.strip()) and len(value) <= MAX_ENGINE_LENGTH
 
 
 async def ack(method: str, authorization: str, name: str, body: bytes) -> Answer:
@@ -218,7 +221,8 @@ async def ack(method: str, authorization: str, name: str, body: bytes) -> Answer
             return _json(403, {"detail": "A gateway acknowledges only for itself."})
         message = f"A non-empty text of at most {MAX_ACK_ERROR_LENGTH} characters, or absent."
         return _json(400, {"error": [message]})
-    answer = await call_batch.submit(Ack(key, name, number, error, engine or None))
+    said = engine if isinstance(engine, tuple) else None
+    answer = await call_batch.submit(Ack(key, name, number, error, said))
     if isinstance(answer, Refusal):
         return _refused(answer)
     return _json(
