@@ -5,6 +5,7 @@ registered in its embedded registry, the engine's own process, all over loopback
 import time
 from collections import Counter
 
+import httpx
 import pytest
 
 from routing_engine import user_bucket
@@ -123,3 +124,29 @@ def _wait_for_generation(agent, lab) -> dict:
 
 def agent_name(agent, lab) -> str:
     return next(name for name, token in lab.tokens.items() if token in agent.args)
+
+
+def test_per_version_metrics_from_the_access_log_reach_the_dashboard(lab, two_versions, engine):
+    agent = start_agent(lab, engine)
+    since = int(time.time()) - 5
+    for _ in range(6):
+        get(agent)
+    for _ in range(4):
+        get(agent, gray="gray-996")
+    series: dict = {}
+    for _ in range(50):
+        answer = httpx.get(
+            lab.dashboard.url + "/api/v1/metrics/success-rate/",
+            params={"service": "user-app", "since": since, "step": 3600},
+            headers={"Authorization": f"Token {lab.operator_token}"},
+        )
+        series = answer.json()["series"]
+        totals = {version: sum(point[2] for point in points) for version, points in series.items()}
+        if totals == {"V1": 6, "V2": 4}:
+            break
+        time.sleep(0.2)
+    assert {v: [p[1] for p in points] for v, points in series.items()} == {
+        "V1": [100.0],
+        "V2": [100.0],
+    }
+    assert totals == {"V1": 6, "V2": 4}
