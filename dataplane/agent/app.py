@@ -34,6 +34,7 @@ def make_engine(options: Options) -> Engine:
         connect_timeout=options.connect_timeout,
         request_timeout=options.request_timeout,
         worker_shutdown_timeout=options.worker_shutdown_timeout,
+        workers=options.workers,
     )
     site.directory.mkdir(parents=True, exist_ok=True)
     if options.engine == "envoy":

@@ -136,6 +136,8 @@ class EnvoyEngine(Engine):
         args += ["--disable-hot-restart", "-l", "warning", "--log-path", str(self.log_file)]
         # Its log (a refusal's reason) and the access log (metrics) are read while it runs.
         args += ["--file-flush-interval-msec", "100"]
+        if self.site.workers:
+            args += ["--concurrency", str(self.site.workers)]
         await self._spawn(args, self.site.directory / "envoy.out")
         await self._until(lambda: self._runs(generation, "cds", "rds"), "starting")
 

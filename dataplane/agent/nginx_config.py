@@ -63,7 +63,7 @@ def render_nginx(generation: Generation, site: Site) -> str:
     emit("master_process on;")
     emit(f"pid {directory / 'nginx.pid'};")
     emit(f"error_log {directory / 'error.log'} warn;")
-    emit("worker_processes auto;")
+    emit(f"worker_processes {site.workers or 'auto'};")
     emit(f"worker_shutdown_timeout {site.worker_shutdown_timeout:g}s;")
     emit("events { worker_connections 4096; }")
     emit("http {")

@@ -34,6 +34,7 @@ class Options:
     connect_timeout: float
     reload_interval: float
     worker_shutdown_timeout: float
+    workers: int | None
     prod_fallback: bool
     log_level: str
 
@@ -135,6 +136,12 @@ def parse(argv: list[str] | None = None, environ=os.environ) -> Options:
         type=_positive,
     )
     option(
+        "--workers",
+        "AGENT_WORKERS",
+        "the engine's workers (Envoy threads, nginx processes); default: one per core",
+        type=int,
+    )
+    option(
         "--prod-fallback",
         "GATEWAY_PROD_FALLBACK",
         "send GRAY requests to prod when a service has no gray instance",
@@ -168,6 +175,7 @@ def parse(argv: list[str] | None = None, environ=os.environ) -> Options:
         connect_timeout=args.connect_timeout,
         reload_interval=args.reload_interval,
         worker_shutdown_timeout=args.worker_shutdown_timeout,
+        workers=int(args.workers) if args.workers else None,
         prod_fallback=args.prod_fallback,
         log_level=args.log_level.upper(),
     )

@@ -24,6 +24,7 @@ class Site:
     connect_timeout: float = 1.0
     request_timeout: float = 30.0
     worker_shutdown_timeout: float = 10.0
+    workers: int | None = None  # worker threads (Envoy) or processes (nginx); None: per core
 
     @property
     def access_log(self) -> Path:
