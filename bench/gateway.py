@@ -383,7 +383,9 @@ def swaps_under_load(child: EngineChild, upstream: int, args) -> tuple[int, dict
     """10 configuration changes while wrk loads `child`: (requests, errors wrk saw)."""
     bodies = [gateway_document(upstream, generation=2 + n, extra_users=n + 1) for n in range(10)]
     load = subprocess.Popen(
-        wrk_args(child.port, args.swap_seconds, args.connections), stdout=subprocess.PIPE, text=True
+        wrk_args(child.port, round(args.swap_seconds), args.connections),
+        stdout=subprocess.PIPE,
+        text=True,
     )
     time.sleep(0.5)
     for body in bodies:
@@ -410,7 +412,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--no-aiohttp", action="store_true")
     parser.add_argument("--no-engines", action="store_true", help="without Envoy, nginx+rules")
-    parser.add_argument("--swap-seconds", type=float, default=6.0)
+    parser.add_argument("--swap-seconds", type=int, default=6)
     parser.add_argument("--serve-aiohttp", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_aiohttp:

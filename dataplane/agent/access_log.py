@@ -26,7 +26,7 @@ MAX_LOG_BYTES = 64 * 1024 * 1024
 def count_line(metrics: Metrics, generation: Generation, line: bytes) -> None:
     try:
         entry = json.loads(line)
-        service = entry["service"]
+        service = entry.get("service") or _service_of(entry.get("path"))
         status = int(entry["status"])
         latency_ms = float(entry["ms"]) if "ms" in entry else float(entry["seconds"]) * 1000
     except (ValueError, KeyError, TypeError):
@@ -39,6 +39,13 @@ def count_line(metrics: Metrics, generation: Generation, line: bytes) -> None:
     )
     if version is not None:
         metrics.record(service, version, status >= 500, latency_ms)
+
+
+def _service_of(path) -> str | None:
+    """The service a request went to: the first segment of its path (Envoy's lines)."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        return None
+    return path[1:].split("/", 1)[0].split("?", 1)[0] or None
 
 
 class AccessLogTail:

@@ -193,8 +193,6 @@ function envoy_on_request(handle)
   headers:replace("x-forwarded-for", forwarded and (forwarded .. ", " .. peer) or peer)
   local flag = decide(headers, peer, forwarded, route)
   headers:replace("x-gray-status", flag)
-  stream:dynamicMetadata():set("graylane", "service", name)
-  stream:dynamicMetadata():set("graylane", "flag", flag)
   local pool = route[flag]
   if not pool then return answer(handle, "503", "no routable instance") end
   headers:replace("x-graylane-pool", pool)

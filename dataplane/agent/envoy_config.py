@@ -32,8 +32,10 @@ LUA_PER_ROUTE = "type.googleapis.com/envoy.extensions.filters.http.lua.v3.LuaPer
 # LuaJIT allows 65,536 constants per function: the users go in chunks of functions.
 USERS_PER_CHUNK = 20_000
 ACCESS_LOG_FORMAT = {
-    "service": "%DYNAMIC_METADATA(graylane:service)%",
-    "flag": "%DYNAMIC_METADATA(graylane:flag)%",
+    # The service is the path's first segment (the agent reads it from the path): cheaper
+    # than dynamic metadata set by the Lua filter, which cost Envoy 10 % of its throughput.
+    "path": "%REQ(:PATH)%",
+    "flag": "%REQ(X-GRAY-STATUS)%",
     "upstream": "%UPSTREAM_HOST%",
     "status": "%RESPONSE_CODE%",
     "ms": "%DURATION%",
