@@ -99,3 +99,74 @@ class SimulateForm(forms.Form):
     ip = forms.GenericIPAddressField(required=False, label="Client IP")
     city = forms.CharField(required=False)
     user = forms.CharField(required=False)
+
+
+class ReleaseForm(forms.Form):
+    """A new release. Steps as text ("targeted, 5, 25, 50, 100"); validation is the API's
+    (rollouts.serializers), so the page and the API accept the same releases."""
+
+    service = forms.CharField(label="Service")
+    to_version = forms.CharField(label="New version (gray)")
+    from_version = forms.CharField(required=False, label="From version (empty: prod)")
+    steps = forms.CharField(
+        initial="targeted, 5, 25, 50, 100",
+        label="Steps",
+        help_text='"targeted" (the policy\'s lists only), then percentages of users',
+    )
+    interval_s = forms.IntegerField(initial=60, label="Interval (s)")
+    min_requests = forms.IntegerField(initial=100, label="Minimum requests per interval")
+    max_error_rate_increase = forms.FloatField(
+        initial=1.0, label="Allowed error rate increase (points)"
+    )
+    failures_tolerated = forms.IntegerField(initial=1, label="Failed intervals tolerated")
+    max_p95_ms = forms.FloatField(required=False, label="Maximum p95 (ms, optional)")
+    deadline_s = forms.IntegerField(initial=3600, label="Progress deadline per step (s)")
+    start = forms.BooleanField(required=False, initial=True, label="Start now")
+
+    def clean_steps(self) -> list[dict]:
+        steps: list[dict] = []
+        for word in self.cleaned_data["steps"].replace(";", ",").split(","):
+            word = word.strip().rstrip("%").strip()
+            if not word:
+                continue
+            if word.lower() == "targeted":
+                steps.append({"targeted": True})
+            elif word.isdigit():
+                steps.append({"percent": int(word)})
+            else:
+                raise forms.ValidationError(f"{word!r} is neither 'targeted' nor a percentage.")
+        return steps
+
+    def api_body(self) -> dict:
+        data = self.cleaned_data
+        analysis = {
+            key: data[key]
+            for key in (
+                "interval_s",
+                "min_requests",
+                "max_error_rate_increase",
+                "failures_tolerated",
+                "max_p95_ms",
+                "deadline_s",
+            )
+        }
+        return {
+            "service": data["service"],
+            "to_version": data["to_version"],
+            "from_version": data["from_version"] or None,
+            "steps": data["steps"],
+            "analysis": analysis,
+        }
+
+    def add_api_errors(self, errors: dict) -> None:
+        """The API serializer's errors, on the fields they concern."""
+        for field, messages in errors.items():
+            if field == "analysis" and isinstance(messages, dict):
+                self.add_api_errors(messages)
+                continue
+            if isinstance(messages, dict | list) and messages and isinstance(messages[0], dict):
+                messages = [f"step {n + 1}: {m}" for n, m in enumerate(messages) if m]
+            elif isinstance(messages, dict):
+                messages = [f"{k}: {v}" for k, v in messages.items()]
+            for message in messages if isinstance(messages, list) else [messages]:
+                self.add_error(field if field in self.fields else None, str(message))

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard import views
+from dashboard import release_views, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -15,6 +15,10 @@ urlpatterns = [
     path("revisions/<int:n>/rollback/", views.rollback, name="rollback"),
     path("instances/<int:pk>/offline/", views.instance_offline, name="instance-offline"),
     path("instances/<int:pk>/online/", views.instance_online, name="instance-online"),
+    path("instances/<int:pk>/restart/", views.instance_restart, name="instance-restart"),
     path("audit/", views.audit, name="audit"),
     path("simulate/", views.simulator, name="simulator"),
+    path("releases/", release_views.releases, name="releases"),
+    path("releases/<int:pk>/", release_views.release_detail, name="release"),
+    path("releases/<int:pk>/<slug:action>/", release_views.release_action, name="release-action"),
 ]

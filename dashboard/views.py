@@ -20,8 +20,10 @@ from releases.models import Revision
 from releases.publishing import StaleRevision, load_state
 from releases.services import rollback_to, service_rows, set_service_versions, update_policy
 from releases.simulation import simulate
+from rollouts.services import MARKER_KINDS, chart_markers
 from routing_engine import PolicyError, diff_documents, normalize_policy, rebase_policy
 
+from .demo_restart import NotRestartable, restart_demo_instance, restartable
 from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
 
 
@@ -186,6 +188,8 @@ def service_detail(request, name):
             "instances": service.instances.order_by("host", "port"),
             "drain_seconds": settings.DRAIN_SECONDS,
             "lifecycle": lifecycle_timelines(service.name),
+            "release_markers": {"kinds": MARKER_KINDS, "markers": chart_markers(service.name)},
+            "restartable": {i.pk for i in service.instances.all() if restartable(i)},
         },
         status=status,
     )
@@ -275,6 +279,23 @@ def instance_offline(request, pk):
     messages.success(
         request, f"{row.host}:{row.port} is draining; it goes offline after the drain window."
     )
+    return redirect("dashboard:service", name=row.service.name)
+
+
+@require_POST
+@role_required(OPERATOR)
+def instance_restart(request, pk):
+    row = get_object_or_404(Instance.objects.select_related("service"), pk=pk)
+    try:
+        pid = restart_demo_instance(row, actor=request.user.username)
+    except NotRestartable as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request,
+            f"{row.host}:{row.port} (pid {pid}) got SIGTERM: it drains, exits, and the demo "
+            "fleet starts it again. Watch its lifecycle below.",
+        )
     return redirect("dashboard:service", name=row.service.name)
 
 

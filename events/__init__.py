@@ -73,9 +73,17 @@ class GatewayStatusChanged(Event):
 
 @dataclass(frozen=True)
 class RevisionPublished(Event):
-    """A new policy revision's fields, as the revisions API lists them."""
+    """A new policy revision's fields, as the revisions API lists them, and its `diff`."""
 
     kind: ClassVar[str] = "revision"
+
+
+@dataclass(frozen=True)
+class ReleaseChanged(Event):
+    """A release's API fields (`release`) and the event that changed it (`event`: `at`,
+    `kind`, `step`, `detail`), as the releases API shows them."""
+
+    kind: ClassVar[str] = "release"
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ request.
     {"generation", "revision", "checksum",
      "gray": {the policy's rules, without versions},
      "versions": {"prod", "gray"},                  # the defaults, for services not listed
-     "services": {name: {"prod", "gray", "instances": [{id, host, port, version, weight}]}}}
+     "services": {name: {"prod", "gray", "instances": [{id, host, port, version, weight}],
+                         "percent", "targeted"}}}     # the last two only when overridden
 
 `checksum` is the sha256 of the canonical JSON of `gray`, `versions` and `services`, so two
 generations that route the same way have the same checksum and a gateway may skip reloading.
@@ -17,7 +18,7 @@ from "no such service" (404). `instances` are the routable ones only (state UP).
 from registry_sync.models import Instance, Service
 from releases.documents import effective_versions
 from releases.publishing import load_state
-from routing_engine import ROUTABLE_STATE, checksum
+from routing_engine import ROUTABLE_STATE, SERVICE_ROUTING_FIELDS, checksum
 
 
 def build_document(generation: int) -> dict:
@@ -38,6 +39,10 @@ def build_document(generation: int) -> dict:
     for name in sorted(names | set(instances)):
         prod, gray = effective_versions(policy, name)
         services[name] = {"prod": prod, "gray": gray, "instances": instances.get(name, [])}
+        override = policy["services"].get(name, {})
+        for key in SERVICE_ROUTING_FIELDS:
+            if key in override:
+                services[name][key] = override[key]
     content = {"gray": policy["gray"], "versions": policy["versions"], "services": services}
     return {
         "generation": generation,

@@ -6,6 +6,7 @@ from rest_framework.routers import SimpleRouter
 from audit import api_views as audit_api
 from registry_sync import api_views as registry_api
 from releases import api_views as releases_api
+from rollouts import api_views as rollouts_api
 
 router = SimpleRouter()
 router.register("revisions", releases_api.RevisionViewSet, basename="revision")
@@ -13,6 +14,8 @@ router.register("audit", audit_api.AuditViewSet, basename="audit")
 router.register("services", releases_api.ServiceViewSet, basename="service")
 router.register("instances", registry_api.InstanceViewSet, basename="instance")
 router.register("registries", registry_api.RegistryViewSet, basename="registry")
+router.register("releases", rollouts_api.ReleaseViewSet, basename="release")
+router.register("release-bundles", rollouts_api.ReleaseBundleViewSet, basename="release-bundle")
 
 urlpatterns = [
     path("policy/", releases_api.PolicyView.as_view(), name="policy"),

@@ -32,19 +32,29 @@ def _no_connection_pool_in_prefork_children(**kwargs) -> None:
         connections[alias].settings_dict.get("OPTIONS", {}).pop("pool", None)
 
 
+def _runs_eagerly(task) -> bool:
+    """A task run eagerly (`.apply()`, or `task_always_eager`) runs on its caller's thread,
+    maybe inside the caller's transaction: the caller's connections are not the task's to
+    close."""
+    return task is not None and bool(task.request.is_eager)
+
+
 @task_prerun.connect
-def _usable_connections_before_a_task(**kwargs) -> None:
+def _usable_connections_before_a_task(task=None, **kwargs) -> None:
     """Connections are kept across tasks (CELERY_DB_REUSE_MAX in settings): before each
     one, those past CONN_MAX_AGE or failing their health check are closed, as Django does
     before a request."""
-    close_old_connections()
+    if not _runs_eagerly(task):
+        close_old_connections()
 
 
 @task_postrun.connect
-def _tidy_connections_after_a_task(state=None, **kwargs) -> None:
+def _tidy_connections_after_a_task(task=None, state=None, **kwargs) -> None:
     """After a task that failed or is retried (a database error, a time limit that
     interrupted a query), its thread's connections may be unusable in ways Django cannot
     see: closed. After one that succeeded, kept as Django would keep them."""
+    if _runs_eagerly(task):
+        return
     if state == states.SUCCESS:
         close_old_connections()
     else:

@@ -98,6 +98,7 @@ INSTALLED_APPS = [
     "dashboard",
     "gateways",
     "metrics",
+    "rollouts",
 ]
 
 MIDDLEWARE = [
@@ -277,6 +278,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, str | float] = {"global_keyprefix": REDIS_PREFIX + ":"}
 
 DRAIN_SECONDS = env_float("DRAIN_SECONDS", 5.0)
+# "Restart instance" on the service page, for the demo fleet (dashboard/demo_restart.py).
+DEMO_RESTART = env_bool("DEMO_RESTART", False)
 
 # Gateway config delivery (gateways/).
 GATEWAY_STALE_SECONDS = env_float("GATEWAY_STALE_SECONDS", 30.0, minimum=1.0)
@@ -312,6 +315,15 @@ METRICS_MAX_SAMPLES = env_int("METRICS_MAX_SAMPLES", 1000, minimum=1)
 METRICS_MAX_BODY_BYTES = env_int("METRICS_MAX_BODY_BYTES", 262_144, minimum=1)
 # /metrics (Prometheus): open when empty, else `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_str("METRICS_TOKEN")
+# The series API's other source: Prometheus, through PromQL templates (metrics/prometheus.py).
+PROMETHEUS_URL = env_str("PROMETHEUS_URL")
+PROMETHEUS_TIMEOUT = env_float("PROMETHEUS_TIMEOUT", 5.0, minimum=0.1)
+PROMETHEUS_QUERIES = env_str("PROMETHEUS_QUERIES")
+METRICS_SOURCE = env_str("METRICS_SOURCE", "rollups")
+if METRICS_SOURCE not in ("rollups", "prometheus"):
+    raise ImproperlyConfigured(f"METRICS_SOURCE={METRICS_SOURCE!r}: use rollups or prometheus.")
+if METRICS_SOURCE == "prometheus" and not PROMETHEUS_URL:
+    raise ImproperlyConfigured("METRICS_SOURCE=prometheus needs PROMETHEUS_URL.")
 # Events one /ws/live/ socket may have waiting before it is dropped as too slow.
 LIVE_CLIENT_QUEUE = env_int("LIVE_CLIENT_QUEUE", 256, minimum=1)
 
@@ -331,6 +343,13 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 0.5},
     },
     "metrics-prune": {"task": "metrics.tasks.prune", "schedule": 3600.0},
+    # Each release's interval is checked every second; a late run is worthless, the next
+    # one looks anew.
+    "rollouts-analyse": {
+        "task": "rollouts.tasks.analyse_due",
+        "schedule": 1.0,
+        "options": {"expires": 1.0},
+    },
 }
 
 LOGGING = {

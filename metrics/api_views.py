@@ -6,7 +6,7 @@ from rest_framework.views import APIView
 
 from gateways.authentication import GatewayOnlyTokenAuthentication
 from gateways.protocol.views import GATEWAY_TOKEN, REFUSALS, GatewayEndpoint
-from metrics import services
+from metrics import prometheus, services
 from metrics.permissions import GatewayOnly
 from metrics.serializers import (
     AcceptedSerializer,
@@ -51,24 +51,39 @@ class MetricsIngestView(GatewayEndpoint):
         )
 
 
+SOURCE_FAILURES = {
+    502: OpenApiResponse(description="source=prometheus: Prometheus refused a template."),
+    503: OpenApiResponse(description="source=prometheus: Prometheus cannot be reached."),
+}
+
+
 class _SeriesView(APIView):
     def query(self, request) -> dict:
         query = SeriesQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         return dict(query.validated_data)
 
+    def answer(self, read, request) -> Response:
+        q = self.query(request)
+        try:
+            series = read(q["service"], q["since"], q["step"], q["source"])
+        except prometheus.PrometheusUnavailable as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        except prometheus.PrometheusBadAnswer as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_502_BAD_GATEWAY)
+        return Response({"service": q["service"], "series": series})
+
 
 class SuccessRateView(_SeriesView):
     @extend_schema(
         operation_id="v1_metrics_success_rate",
-        description="Success rate per version and step, from the per-minute rollups.",
+        description="Success rate per version and step, from the per-minute rollups or "
+        "(source=prometheus) from Prometheus.",
         parameters=[SeriesQuerySerializer],
-        responses={200: SuccessRateSeriesSerializer},
+        responses={200: SuccessRateSeriesSerializer, **SOURCE_FAILURES},
     )
     def get(self, request):
-        q = self.query(request)
-        series = services.success_rate_series(q["service"], q["since"], q["step"])
-        return Response({"service": q["service"], "series": series})
+        return self.answer(services.success_rate_series, request)
 
 
 class LatencyView(_SeriesView):
@@ -77,12 +92,11 @@ class LatencyView(_SeriesView):
         description=(
             "p95 latency per version and step, from the per-minute rollups: the 95th "
             "percentile of the reported p95s weighted by their requests, at the upper edge "
-            "of its latency bucket (at most 19 % above)."
+            "of its latency bucket (at most 19 % above). With source=prometheus: what its "
+            "latency template answers."
         ),
         parameters=[SeriesQuerySerializer],
-        responses={200: LatencySeriesSerializer},
+        responses={200: LatencySeriesSerializer, **SOURCE_FAILURES},
     )
     def get(self, request):
-        q = self.query(request)
-        series = services.latency_series(q["service"], q["since"], q["step"])
-        return Response({"service": q["service"], "series": series})
+        return self.answer(services.latency_series, request)

@@ -8,10 +8,12 @@ SQLite and PostgreSQL and needs no read.
 
 Fifty gateways post within the same second, each request on a thread of its own. Each
 writing its own transaction, they queue for the database's write lock, and on SQLite a
-loser sleeps in the busy handler (milliseconds at a time, growing): the server stopped at
-about 37 posts/s with 100 gateways, half a core idle, answers taking 2 s
-(`bench/live.py --gateways 100 --redis ...`). So requests that arrive while one writes wait
-for the next writer, which writes all of theirs together (group commit)."""
+loser sleeps in the busy handler (milliseconds at a time, growing). So requests that
+arrive while one writes wait for the next writer, which writes all of theirs together
+(group commit). `bench/live.py --seconds 30 --gateways 100 --redis redis://...`, before and
+after (separate runs on the shared 2-core machine, so only roughly comparable): 37-51
+posts/s of the 100 sent, answers p50 1.1-2.0 s, half a core idle; then 100 posts/s,
+answers p50 39 ms."""
 
 import threading
 from collections import defaultdict

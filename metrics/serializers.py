@@ -114,6 +114,14 @@ class SeriesQuerySerializer(serializers.Serializer):
         help_text="Seconds per point, a multiple of 60 (the rollups are per minute).",
     )
 
+    source = serializers.ChoiceField(
+        choices=["rollups", "prometheus"],
+        required=False,
+        help_text="Where the series come from: the per-minute rollups of what gateways "
+        "posted, or Prometheus (PROMETHEUS_URL) through the PromQL templates; default: "
+        "METRICS_SOURCE.",
+    )
+
     MAX_POINTS = 10_000
 
     def validate_step(self, value: int) -> int:
@@ -131,6 +139,11 @@ class SeriesQuerySerializer(serializers.Serializer):
                 {"step": [f"More than {self.MAX_POINTS} points: raise step or since."]}
             )
         attrs["since"] = since
+        attrs["source"] = attrs.get("source", settings.METRICS_SOURCE)
+        if attrs["source"] == "prometheus" and not settings.PROMETHEUS_URL:
+            raise serializers.ValidationError(
+                {"source": ["No Prometheus is configured (PROMETHEUS_URL)."]}
+            )
         return attrs
 
 

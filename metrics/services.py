@@ -1,5 +1,5 @@
-"""Use cases of the metrics app: ingest samples, read history series, publish the live
-figures, prune old rollups."""
+"""Use cases of the metrics app: ingest samples, read history series (from the rollups, or
+from Prometheus), publish the live figures, prune old rollups."""
 
 import time
 from collections import defaultdict
@@ -8,7 +8,7 @@ from collections.abc import Callable
 from django.conf import settings
 
 import events
-from metrics import live, rollups
+from metrics import live, prometheus, rollups
 from metrics.models import MinuteLatency, MinuteRollup
 from metrics.samples import Figures, Sample
 
@@ -43,29 +43,74 @@ def _steps(service: str, since: int, step: int) -> dict[str, dict[int, Figures]]
     return answer
 
 
-def _series(
-    service: str, since: int, step: int, value: Callable[[Figures], float | None]
-) -> dict[str, list[list[float]]]:
-    series: dict[str, list[list[float]]] = {}
-    for version, steps in sorted(_steps(service, since, step).items()):
+ROLLUPS, PROMETHEUS = "rollups", "prometheus"
+Series = dict[str, list[list[float]]]
+
+
+def _points(by_version: dict[str, dict[int, tuple[float | None, float]]]) -> Series:
+    """{version: [[ts, figure, total], ...]}, oldest first, for the steps with a figure."""
+    series: Series = {}
+    for version, steps in sorted(by_version.items()):
         points = [
-            [ts, figure, figures.total]
-            for ts, figures in sorted(steps.items())
-            if (figure := value(figures)) is not None
+            [ts, figure, total]
+            for ts, (figure, total) in sorted(steps.items())
+            if figure is not None
         ]
         if points:
             series[version] = points
     return series
 
 
-def success_rate_series(service: str, since: int, step: int) -> dict[str, list[list[float]]]:
+def _rollup_series(
+    service: str, since: int, step: int, value: Callable[[Figures], float | None]
+) -> Series:
+    return _points(
+        {
+            version: {ts: (value(figures), figures.total) for ts, figures in steps.items()}
+            for version, steps in _steps(service, since, step).items()
+        }
+    )
+
+
+def _count(value: float) -> float:
+    """A count from Prometheus as the rollups write it: whole unless a template's
+    `increase()` extrapolated a fraction."""
+    return int(value) if value.is_integer() else round(value, 3)
+
+
+def _prometheus_series(service: str, since: int, step: int, figure: str) -> Series:
+    source = prometheus.configured()
+    if source is None:
+        raise prometheus.PrometheusUnavailable("No Prometheus is configured (PROMETHEUS_URL).")
+    totals = source.steps(service, prometheus.REQUESTS, since, step)
+    figures = source.steps(service, figure, since, step)
+    by_version: dict[str, dict[int, tuple[float | None, float]]] = {}
+    for version, steps in totals.items():
+        for ts, total in steps.items():
+            if total <= 0:
+                continue
+            value = figures.get(version, {}).get(ts)
+            if figure == prometheus.ERRORS:
+                # The two queries are two calls: a scrape landing between them can give the
+                # newest step a few more errors than requests.
+                errors = min(value or 0.0, total)
+                value = round(100.0 * (total - errors) / total, 4)
+            by_version.setdefault(version, {})[ts] = (value, _count(total))
+    return _points(by_version)
+
+
+def success_rate_series(service: str, since: int, step: int, source: str = ROLLUPS) -> Series:
     """{version: [[ts, success rate %, total], ...]} for the steps with requests."""
-    return _series(service, since, step, Figures.success_rate)
+    if source == PROMETHEUS:
+        return _prometheus_series(service, since, step, prometheus.ERRORS)
+    return _rollup_series(service, since, step, Figures.success_rate)
 
 
-def latency_series(service: str, since: int, step: int) -> dict[str, list[list[float]]]:
+def latency_series(service: str, since: int, step: int, source: str = ROLLUPS) -> Series:
     """{version: [[ts, p95 ms, total], ...]} for the steps with a reported latency."""
-    return _series(service, since, step, Figures.p95)
+    if source == PROMETHEUS:
+        return _prometheus_series(service, since, step, prometheus.LATENCY)
+    return _rollup_series(service, since, step, Figures.p95)
 
 
 def _window(figures: Figures, span: int) -> events.MetricsWindow:
@@ -113,3 +158,14 @@ def prune(now: float | None = None) -> int:
     deleted, _ = MinuteRollup.objects.filter(minute__lt=oldest // 60 * 60).delete()
     MinuteLatency.objects.filter(minute__lt=oldest // 60 * 60).delete()
     return deleted
+
+
+def window_figures(service: str, versions: list[str], first: int, last: int) -> dict[str, Figures]:
+    """Each version's figures over the seconds [first, last] (epoch, inclusive), from the
+    live windows: seconds of the last live.keep_seconds() only."""
+    series = [(service, version) for version in versions]
+    answer = {version: Figures() for version in versions}
+    for (_, version), seconds in live.store().seconds(series, first, last).items():
+        for _, total, errors, histogram in seconds:
+            answer[version].add(total, errors, histogram)
+    return answer

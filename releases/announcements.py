@@ -1,5 +1,6 @@
 """What releases tells the live pages: each new revision (after commit), with the fields the
-revisions API lists, so charts can mark it on their time axis."""
+revisions API lists and its diff, so charts can mark it on their time axis and say what
+changed."""
 
 import events
 from releases.models import Revision
@@ -7,4 +8,5 @@ from releases.serializers import RevisionSerializer
 
 
 def on_revision_published(sender, revision: Revision, **kwargs) -> None:
-    events.publish(events.RevisionPublished(dict(RevisionSerializer(revision).data)))
+    fields = {**RevisionSerializer(revision).data, "diff": revision.diff}
+    events.publish(events.RevisionPublished(fields))

@@ -4,16 +4,19 @@ a service, and per-service overrides.
 Document shape (also a revision's `config`):
     {"gray": {enabled, routing, header, ips, cities, users, user_header, city_header, percent},
      "versions": {"prod": "V1", "gray": "V2"},
-     "services": {"user-app": {"prod": "V1", "gray": "V3"}}}   # overrides only
+     "services": {"user-app": {"prod": "V1", "gray": "V3", "percent": 25, "targeted": true}}}
+     # overrides only; `percent` and `targeted` are the service's own routing (GrayMatcher)
 """
 
 from registry_sync.adapters.validation import SERVICE_NAME
 from routing_engine import (
     CONTROL_CHARACTERS,
     DEFAULT_POLICY,
+    SERVICE_ROUTING_FIELDS,
     PolicyError,
     has_control_characters,
     normalize_policy,
+    normalize_service_routing,
 )
 
 MAX_VERSION_LENGTH = 64
@@ -40,15 +43,24 @@ def effective_versions(document: dict, service: str) -> tuple[str, str]:
 
 
 def normalize_override(document: dict, service: str, changes: dict) -> dict:
-    """Apply `{"prod_version": ..., "gray_version": ...}` (null inherits) to the service's
-    override, validating the result; returns the new override (possibly empty)."""
+    """Apply `{"prod_version": ..., "gray_version": ..., "percent": ..., "targeted": ...}`
+    (null inherits) to the service's override, validating the result; returns the new
+    override (possibly empty)."""
     errors: dict[str, list[str]] = {}
     if not SERVICE_NAME.match(service):
         errors["name"] = [f"{service!r} is not a valid service name."]
-    unknown = set(changes) - {"prod_version", "gray_version"}
+    unknown = set(changes) - {"prod_version", "gray_version", *SERVICE_ROUTING_FIELDS}
     for key in sorted(unknown):
         errors[key] = ["Unknown field."]
     override = dict(document["services"].get(service, {}))
+    routing = {key: changes[key] for key in SERVICE_ROUTING_FIELDS if key in changes}
+    try:
+        override.update(normalize_service_routing(routing))
+    except PolicyError as exc:
+        errors.update(exc.errors)
+    for key, value in routing.items():
+        if value is None:
+            override.pop(key, None)
     for field, key in (("prod_version", "prod"), ("gray_version", "gray")):
         if field not in changes:
             continue

@@ -26,7 +26,7 @@ class PolicyState(models.Model):
 
 
 class Revision(models.Model):
-    SOURCES = [("ui", "UI"), ("api", "API"), ("rollback", "Rollback")]
+    SOURCES = [("ui", "UI"), ("api", "API"), ("rollback", "Rollback"), ("release", "Release")]
 
     number = models.PositiveIntegerField(unique=True)
     content = models.TextField(editable=False, help_text="Canonical JSON, never rewritten.")

@@ -125,3 +125,15 @@ class ServiceVersionsSerializer(serializers.Serializer):
 
     prod_version = serializers.CharField(required=False, allow_null=True)
     gray_version = serializers.CharField(required=False, allow_null=True)
+    percent = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=100,
+        help_text="This service's own sticky percent of users in gray (null: the policy's).",
+    )
+    targeted = serializers.BooleanField(
+        required=False,
+        allow_null=True,
+        help_text="false: the header, IP, city and user rules send none of it to gray.",
+    )

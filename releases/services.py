@@ -57,9 +57,11 @@ def set_service_versions(
     actor: str,
     source: str,
     expected_revision: int | None = None,
+    comment: str = "",
 ) -> PublishResult:
-    """Apply `{"prod_version", "gray_version"}` (null inherits the default) to one service's
-    override. Raises PolicyError or StaleRevision like update_policy."""
+    """Apply `{"prod_version", "gray_version", "percent", "targeted"}` (null inherits the
+    default) to one service's override. Raises PolicyError or StaleRevision like
+    update_policy."""
 
     def change(document):
         return with_override(document, service, normalize_override(document, service, changes))
@@ -72,6 +74,7 @@ def set_service_versions(
         object_label=f"service {service}",
         audit_view=lambda doc: {"override": doc["services"].get(service, {})},
         expected_revision=expected_revision,
+        comment=comment,
     )
 
 

@@ -29,7 +29,8 @@ def matcher_for(state: PolicyState) -> GrayMatcher:
     key = (state.revision, state.updated_at)
     matcher = _matchers.get(key)
     if matcher is None:
-        matcher = GrayMatcher(state.document["gray"])
+        document = state.document
+        matcher = GrayMatcher(document["gray"], document["services"])
         _matchers.clear()
         _matchers[key] = matcher
     return matcher
@@ -44,7 +45,9 @@ def simulate(state: PolicyState, *, service, headers, ip, city, user) -> dict:
     if city is None:
         city_header = headers.get(document["gray"]["city_header"].lower())
         city = caller_resolver().city(ip, city_header, trusted=True)
-    decision = matcher_for(state).decide(headers, ip=ip, city=city or "", user=user)
+    matcher = matcher_for(state)
+    decide = matcher.for_service(service) if service else matcher.decide
+    decision = decide(headers, ip=ip, city=city or "", user=user)
     result = {
         "flag": decision.flag,
         "matched": decision.matched,

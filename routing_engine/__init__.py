@@ -23,6 +23,9 @@ from .matcher import (
     Decision,
     GrayMatcher,
     lower_headers,
+    service_bucket,
+    service_routing,
+    service_seed,
     user_bucket,
 )
 from .policy import (
@@ -30,6 +33,7 @@ from .policy import (
     DEFAULT_POLICY,
     MAX_ENTRY_LENGTH,
     NON_FIELD_ERRORS,
+    SERVICE_ROUTING_FIELDS,
     PolicyError,
     canonical_json,
     checksum,
@@ -38,6 +42,7 @@ from .policy import (
     merge_patch,
     normalize_ip,
     normalize_policy,
+    normalize_service_routing,
     rebase_policy,
 )
 
@@ -53,6 +58,7 @@ __all__ = [
     "NON_FIELD_ERRORS",
     "PROD",
     "ROUTABLE_STATE",
+    "SERVICE_ROUTING_FIELDS",
     "CallerResolver",
     "Decision",
     "GrayMatcher",
@@ -70,8 +76,12 @@ __all__ = [
     "merge_patch",
     "normalize_ip",
     "normalize_policy",
+    "normalize_service_routing",
     "parse_networks",
     "rebase_policy",
     "select_instances",
+    "service_bucket",
+    "service_routing",
+    "service_seed",
     "user_bucket",
 ]

@@ -83,6 +83,11 @@ class SmoothWeightedRoundRobin:
         self._current: dict[Hashable, float] = {}
 
     def pick(self, instances: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+        if len(instances) == 1:
+            # The common case of one candidate: its score would go up by its weight and down
+            # by the same total, so nothing changes but the answer.
+            only = instances[0]
+            return only if instance_weight(only) > 0 else None
         current = self._current
         if len(current) > 4 * len(instances) + 64:
             # Forget instances that left long ago instead of growing forever.

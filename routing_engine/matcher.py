@@ -61,6 +61,24 @@ def user_bucket(user: str) -> int:
     return zlib.crc32(user.encode("utf-8", "surrogatepass")) % _BUCKETS
 
 
+def service_seed(service: str) -> int:
+    """The CRC-32 state after `service` and a NUL: the salt of service_bucket."""
+    return zlib.crc32(service.encode("utf-8", "surrogatepass") + b"\0")
+
+
+def service_bucket(service: str, user: str, seed: int | None = None) -> int:
+    """Stable slice 0..9999 of a user id for one service: CRC-32 of service, NUL, user.
+
+    Salted per service so that the users in gray for one service's release are not the
+    same users as for another's (each release gets its own sample), and still one number
+    per (service, user): a user below the threshold at 5 % is below it at 25 % (sticky and
+    monotonic). `seed` is service_seed(service), precomputed by the matcher.
+    """
+    if seed is None:
+        seed = service_seed(service)
+    return zlib.crc32(user.encode("utf-8", "surrogatepass"), seed) % _BUCKETS
+
+
 def _ip_ranges(entries: Iterable[str]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Disjoint, sorted, non-adjacent (first, last) address ranges: IPv4, then IPv6."""
     v4: list[ipaddress.IPv4Network] = []
@@ -127,74 +145,134 @@ class GrayMatcher:
     `headers` must have lower-case names (see lower_headers); `city` and `user`
     default to the values of the policy's city and user headers. Rules are tried in
     the reference design's order: header, IP, city, user, then percent.
+
+    `services` (optional) maps service names to their routing overrides: `percent`
+    (0-100, sticky by service_bucket, replacing the policy's percent for that service)
+    and `targeted` (false: the header, IP, city and user rules send none of that service's
+    requests to gray). ``matcher.for_service(name)`` is the decide function of that
+    service; services without an override share ``decide``.
     """
 
-    __slots__ = ("decide",)
+    __slots__ = ("decide", "_services")
     decide: Callable[..., Decision]
 
-    def __init__(self, policy: Mapping[str, Any]):
+    def __init__(
+        self, policy: Mapping[str, Any], services: Mapping[str, Mapping[str, Any]] | None = None
+    ):
         # decide() is a closure over precomputed locals: it runs once per request and
         # reading closure cells is markedly cheaper than reading attributes of self.
-        self.decide = _compile(policy)
+        self.decide, self._services = _compile(policy, services or {})
+
+    def for_service(self, service: str) -> Callable[..., Decision]:
+        return self._services.get(service, self.decide)
 
 
-def _compile(policy: Mapping[str, Any]) -> Callable[..., Decision]:
+def service_routing(override: Mapping[str, Any]) -> tuple[int | None, bool]:
+    """(percent or None to inherit the policy's, targeted) of a service's override."""
+    percent = override.get("percent")
+    targeted = override.get("targeted")
+    return (None if percent is None else int(percent)), targeted is not False
+
+
+def _decide_disabled(headers, ip=None, city=None, user=None) -> Decision:
+    return _ALL
+
+
+def _compile(
+    policy: Mapping[str, Any], services: Mapping[str, Mapping[str, Any]]
+) -> tuple[Callable[..., Decision], dict[str, Callable[..., Decision]]]:
     if not policy["enabled"]:
+        return _decide_disabled, {}
+    rules = _Rules(policy)
+    default = rules.decider(int(policy["percent"]), targeted=True, seed=None)
+    own = {}
+    for name, override in services.items():
+        percent, targeted = service_routing(override)
+        if percent is None and targeted:
+            continue
+        if percent is None:
+            percent, seed = int(policy["percent"]), None
+        else:
+            seed = service_seed(name)
+        own[name] = rules.decider(percent, targeted=targeted, seed=seed)
+    return default, own
 
-        def decide_disabled(headers, ip=None, city=None, user=None) -> Decision:
-            return _ALL
 
-        return decide_disabled
+class _Rules:
+    """The policy's targeted rules, compiled once and shared by every service's decider."""
 
-    header_key = policy["header"]["name"].lower() or None
-    header_value = policy["header"]["value"]
-    v4_ranges, v6_ranges = _ip_ranges(policy["ips"])
-    has_ips = bool(v4_ranges or v6_ranges)
-    v4_blocks = _v4_blocks(v4_ranges)
-    v6_bounds = _bounds(v6_ranges)
-    cities = frozenset(city.strip().casefold() for city in policy["cities"])
-    users = frozenset(policy["users"])
-    city_key = policy["city_header"].lower()
-    user_key = policy["user_header"].lower()
-    threshold = int(policy["percent"]) * (_BUCKETS // 100)
-    everyone = threshold == _BUCKETS
+    def __init__(self, policy: Mapping[str, Any]):
+        self.header_key = policy["header"]["name"].lower() or None
+        self.header_value = policy["header"]["value"]
+        v4_ranges, v6_ranges = _ip_ranges(policy["ips"])
+        self.has_ips = bool(v4_ranges or v6_ranges)
+        self.v4_blocks = _v4_blocks(v4_ranges)
+        self.v6_bounds = _bounds(v6_ranges)
+        self.cities = frozenset(city.strip().casefold() for city in policy["cities"])
+        self.users = frozenset(policy["users"])
+        self.city_key = policy["city_header"].lower()
+        self.user_key = policy["user_header"].lower()
 
-    def decide(headers, ip=None, city=None, user=None) -> Decision:
-        if header_key is not None and headers.get(header_key) == header_value:
-            return _BY_HEADER
-        if has_ips and ip is not None:
-            try:
-                if ":" not in ip:
-                    packed = inet_pton(AF_INET, ip)
-                else:
-                    packed = inet_pton(AF_INET6, ip)
-                    if packed[:12] != _V4_MAPPED:
-                        if bisect_right(v6_bounds, int.from_bytes(packed)) & 1:
-                            return _BY_IP
-                        packed = None
-            except (OSError, TypeError, ValueError):
-                packed = None  # not an address: it matches no rule
-            if packed is not None:
-                # The last four bytes: the IPv4 address, also when IPv4-mapped IPv6.
-                offsets = v4_blocks[packed[-4] << 8 | packed[-3]]
-                if offsets is not None and bisect_right(offsets, packed[-2] << 8 | packed[-1]) & 1:
-                    return _BY_IP
-        if cities:
-            if city is None:
-                city = headers.get(city_key)
-            if city is not None and city.strip().casefold() in cities:
-                return _BY_CITY
-        if users or threshold:
-            if user is None:
-                user = headers.get(user_key)
-            if user:
-                if user in users:
-                    return _BY_USER
-                if threshold and user_bucket(user) < threshold:
+    def decider(self, percent: int, *, targeted: bool, seed: int | None) -> Callable[..., Decision]:
+        """decide() for `percent` sticky by user_bucket (seed None: the policy-wide
+        percent, unsalted as it always was) or by service_bucket with `seed`."""
+        header_key = self.header_key if targeted else None
+        header_value = self.header_value
+        has_ips = self.has_ips and targeted
+        v4_blocks = self.v4_blocks
+        v6_bounds = self.v6_bounds
+        cities = self.cities if targeted else frozenset()
+        users = self.users if targeted else frozenset()
+        city_key = self.city_key
+        user_key = self.user_key
+        threshold = percent * (_BUCKETS // 100)
+        everyone = threshold == _BUCKETS
+        crc32 = zlib.crc32
+
+        def decide(headers, ip=None, city=None, user=None) -> Decision:
+            if header_key is not None and headers.get(header_key) == header_value:
+                return _BY_HEADER
+            if has_ips and ip is not None:
+                try:
+                    if ":" not in ip:
+                        packed = inet_pton(AF_INET, ip)
+                    else:
+                        packed = inet_pton(AF_INET6, ip)
+                        if packed[:12] != _V4_MAPPED:
+                            if bisect_right(v6_bounds, int.from_bytes(packed)) & 1:
+                                return _BY_IP
+                            packed = None
+                except (OSError, TypeError, ValueError):
+                    packed = None  # not an address: it matches no rule
+                if packed is not None:
+                    # The last four bytes: the IPv4 address, also when IPv4-mapped IPv6.
+                    offsets = v4_blocks[packed[-4] << 8 | packed[-3]]
+                    if (
+                        offsets is not None
+                        and bisect_right(offsets, packed[-2] << 8 | packed[-1]) & 1
+                    ):
+                        return _BY_IP
+            if cities:
+                if city is None:
+                    city = headers.get(city_key)
+                if city is not None and city.strip().casefold() in cities:
+                    return _BY_CITY
+            if users or threshold:
+                if user is None:
+                    user = headers.get(user_key)
+                if user:
+                    if user in users:
+                        return _BY_USER
+                    if threshold:
+                        encoded = user.encode("utf-8", "surrogatepass")
+                        bucket = (crc32(encoded) if seed is None else crc32(encoded, seed)) % (
+                            _BUCKETS
+                        )
+                        if bucket < threshold:
+                            return _BY_PERCENT
+                # 100 % means all traffic, including requests that carry no user id.
+                if everyone:
                     return _BY_PERCENT
-            # 100 % means all traffic, including requests that carry no user id.
-            if everyone:
-                return _BY_PERCENT
-        return _PROD
+            return _PROD
 
-    return decide
+        return decide

@@ -291,6 +291,23 @@ def normalize_policy(data: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
+SERVICE_ROUTING_FIELDS = ("percent", "targeted")
+
+
+def normalize_service_routing(override: Mapping[str, Any]) -> dict[str, Any]:
+    """The routing part of a service's override (`percent`, `targeted`, both optional; see
+    GrayMatcher), validated; PolicyError names the bad field. Absent or null: inherited."""
+    errors = _Errors()
+    result: dict[str, Any] = {}
+    if override.get("percent") is not None:
+        result["percent"] = _percent(override["percent"], "percent", errors)
+    if override.get("targeted") is not None:
+        result["targeted"] = _boolean(override["targeted"], "targeted", errors)
+    if errors:
+        raise PolicyError(errors)
+    return result
+
+
 def merge_patch(current: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
     """Apply PATCH semantics; the result still has to go through normalize_policy.
 

@@ -3,9 +3,9 @@
 Instances: real HTTP/1.1 servers on loopback ports, all served by one asyncio loop in a
 background thread. Each answers `{"version", "instance", "gray_status", "headers", "body"}`
 (what it received), keeps its connections alive and records every request; `mode` makes
-it misbehave the ways the gateway must survive. Lab: the dashboard side (registering
-instances over the embedded registry's HTTP API, policy and instance changes through the
-REST API) and the gateway processes."""
+it misbehave the ways the gateway must survive, and a path ending in /fail gets a 500. Lab:
+the dashboard side (registering instances over the embedded registry's HTTP API, policy and
+instance changes through the REST API) and the gateway processes."""
 
 from __future__ import annotations
 
@@ -26,6 +26,9 @@ OK = "ok"
 SHUTTING_DOWN = "shutting_down"  # 503 + X-Instance-Shutting-Down: true
 HANG_UP = "hang_up"  # reads the whole request, then closes the connection unanswered
 SILENT = "silent"  # reads the whole request and never answers
+FAILING_FIFTH = "failing_fifth"  # answers every fifth request with a 500 (20 % errors)
+HOP_HEADERS = "hop_headers"  # answers with hop-by-hop headers a gateway must not pass on
+FAIL_SUFFIX = "/fail"  # an OK instance answers a path ending so with 500 (its own error)
 
 
 @dataclass
@@ -92,6 +95,17 @@ class _Connection(asyncio.Protocol):
             body = b'{"detail": "shutting down"}'
             extra = b"X-Instance-Shutting-Down: true\r\n"
             status = b"503 Service Unavailable"
+        elif upstream.mode == FAILING_FIFTH and len(upstream.received) % 5 == 0:
+            body = b'{"error": "injected"}'
+            extra = b""
+            status = b"500 Internal Server Error"
+        elif upstream.mode == HOP_HEADERS:
+            body = b"{}"
+            extra = (
+                b"Connection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\n"
+                b"Proxy-Authenticate: Basic\r\nTrailer: X-Sum\r\nX-End-To-End: kept\r\n"
+            )
+            status = b"200 OK"
         else:
             body = json.dumps(
                 {
@@ -103,7 +117,8 @@ class _Connection(asyncio.Protocol):
                 }
             ).encode()
             extra = b""
-            status = b"200 OK"
+            failing = self.url.decode().split("?")[0].endswith(FAIL_SUFFIX)
+            status = b"500 Internal Server Error" if failing else b"200 OK"
         self.transport.write(
             b"HTTP/1.1 %b\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%b\r\n%b"
             % (status, len(body), extra, body)

@@ -208,3 +208,38 @@ class AgentProcess(GatewayProcess):
         self.args += ["--engine", engine, "--workdir", str(workdir)]
         self.args += ["--admin-port", str(free_port())]
         self.workdir = workdir
+
+
+PROMETHEUS = "/usr/bin/prometheus"
+
+
+class PrometheusProcess(Process):
+    """The real Prometheus (Debian's /usr/bin/prometheus) on a free loopback port, its data in
+    `directory`, scraping `targets` (host:port) at `metrics_path` every second."""
+
+    def __init__(self, directory: Path, targets: list[str], metrics_path: str = "/metrics"):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = directory / "prometheus.yml"
+        config.write_text(
+            "global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}\n"
+            "scrape_configs:\n"
+            "  - job_name: graylane-gateway\n"
+            f"    metrics_path: {metrics_path}\n"
+            f"    static_configs: [{{targets: {targets!r}}}]\n"
+        )
+        args = [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={directory / 'data'}"]
+        args += [f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"]
+        super().__init__(args, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+
+    def is_ready(self) -> bool:
+        try:
+            return httpx.get(self.url + "/-/ready", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def scraped(self) -> bool:
+        """Whether every target has been scraped, and the last scrape of each succeeded."""
+        targets = httpx.get(self.url + "/api/v1/targets", timeout=2).json()["data"]
+        active = targets["activeTargets"]
+        return bool(active) and all(t["health"] == "up" for t in active)

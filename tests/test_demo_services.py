@@ -60,10 +60,19 @@ def fleet(dashboard):
             instance.start()
         ports = sorted((i.port, i.version) for i in instances[1:])
         wait_for(lambda: registered(dashboard, "order-app") == ports)
+        # user-app's balancer reads the list in the background, every second.
+        wait_for(lambda: sees_both_versions(instances[0]))
         yield instances
     finally:
         for instance in instances:
             instance.stop()
+
+
+def sees_both_versions(user_app) -> bool:
+    return {
+        hello(user_app, **{"X-Gray-Status": flag}).json()["downstream"].get("version")
+        for flag in ("GRAY", "PROD")
+    } == {"V1", "V2"}
 
 
 def hello(instance, **headers):

@@ -92,3 +92,23 @@ def test_cookies_are_secure_once_https_is_declared(tmp_path):
         tmp_path, names, SECURE_SSL_REDIRECT="true", SESSION_COOKIE_SECURE="false"
     )
     assert explicit[:2] == ["False", "True"]
+
+
+@pytest.mark.parametrize(
+    "env,message",
+    [
+        ({"METRICS_SOURCE": "graphite"}, "METRICS_SOURCE='graphite': use rollups or prometheus"),
+        (
+            {"METRICS_SOURCE": "prometheus", "PROMETHEUS_URL": ""},
+            "METRICS_SOURCE=prometheus needs PROMETHEUS_URL",
+        ),
+        ({"PROMETHEUS_QUERIES": "{tmp}/queries.toml"}, "unknown placeholder {version}"),
+    ],
+)
+def test_a_bad_prometheus_source_stops_start_up_naming_it(tmp_path, env, message):
+    (tmp_path / "queries.toml").write_text("requests = 'x{version}'\n")
+    env = {name: value.format(tmp=tmp_path) for name, value in env.items()}
+    env.setdefault("PROMETHEUS_URL", "http://127.0.0.1:9")
+    done = run(tmp_path, ["manage.py", "check"], **env)
+    assert done.returncode != 0
+    assert message in done.stderr

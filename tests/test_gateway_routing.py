@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.gateway_lab import HANG_UP, SHUTTING_DOWN, SILENT, Lab, UpstreamFleet
+from tests.gateway_lab import HANG_UP, HOP_HEADERS, SHUTTING_DOWN, SILENT, Lab, UpstreamFleet
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GEOIP_TEST_DB = Path(__file__).parent / "data" / "geoip" / "GeoIP2-City-Test.mmdb"
@@ -183,6 +183,24 @@ def test_hop_by_hop_headers_do_not_cross(lab, two_versions):
         assert name not in forwarded
 
 
+def test_hop_by_hop_headers_of_the_answer_do_not_cross_either(lab):
+    lab.instance("user-app", "V1", HOP_HEADERS)
+    lab.sync()
+    lab.policy(**SEED_RULES)
+    gateway = lab.start_gateway()
+    with socket.create_connection(("127.0.0.1", gateway.port)) as sock:
+        sock.settimeout(5)
+        sock.sendall(b"GET /user-app/hello HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head = answer.partition(b"\r\n\r\n")[0].lower().split(b"\r\n")
+    names = {line.partition(b":")[0] for line in head[1:]}
+    assert b"x-end-to-end" in names
+    assert not names & {b"x-hop", b"keep-alive", b"proxy-authenticate", b"trailer"}, names
+    assert b"connection: close" in head  # the gateway's own, for this client
+
+
 def test_an_instance_shutting_down_is_retried_on_another(lab):
     lab.instance("user-app", "V1", SHUTTING_DOWN)
     lab.instance("user-app", "V1")
@@ -267,3 +285,15 @@ def test_pipelined_requests_are_answered_in_order(lab, two_versions):
     answers = received.split(b"HTTP/1.1 200 OK")[1:]
     assert len(answers) == 3
     assert [b'"version": "V2"' in a for a in answers] == [False, True, False]
+
+
+def test_the_gateways_own_pages_and_a_service_named_metrics(lab, two_versions):
+    gateway = lab.start_gateway()
+    assert httpx.get(gateway.url + "/metrics").text.startswith("# HELP")
+    assert httpx.get(gateway.url + "/-/healthz").status_code == 200
+    lab.instance("metrics", "V1")
+    lab.sync()
+    named = lab.start_gateway(name="gw-named")
+    assert httpx.get(named.url + "/metrics/x").json()["version"] == "V1"
+    assert httpx.get(named.url + "/metrics").json()["version"] == "V1", "the service owns it"
+    assert "graylane_gateway_requests_total" in httpx.get(named.url + "/-/metrics").text

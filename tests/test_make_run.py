@@ -21,6 +21,7 @@ from tests.processes import BASE_DIR, free_port
 PORT_VARIABLES = (
     "GATEWAY_PORT",
     "USER_APP_V1_PORT",
+    "USER_APP_V1B_PORT",
     "USER_APP_V2_PORT",
     "ORDER_APP_V1_PORT",
     "ORDER_APP_V2_PORT",
@@ -77,6 +78,22 @@ def descendants(pid: int) -> set[int]:
             found.add(child)
             todo.append(child)
     return found
+
+
+def instance_pid(port: str) -> int | None:
+    """The PID of the demo instance serving `port` (from /proc), None if there is none."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"dataplane.demo.service" in args and port.encode() in args:
+            index = args.index(port.encode())
+            if index > 0 and args[index - 1] == b"--port":
+                return int(entry.name)
+    return None
 
 
 def alive(pid: int) -> bool:
@@ -169,14 +186,30 @@ def test_make_run_serves_the_scenarios_and_ctrl_c_stops_everything(tmp_path):
             assert time.monotonic() < deadline, "no background traffic through the gateway"
             time.sleep(0.2)
         started = descendants(popen.pid)
-        assert len(started) >= 7  # dashboard, 4 instances, gateway, traffic (+ make's shell)
+        assert len(started) >= 8  # dashboard, 5 instances, gateway, traffic (+ make's shell)
+        # `kill` on one prod user-app's PID, as an operator would, under load through the
+        # gateway: no request fails (the service SDK's lifecycle), and the fleet starts it again.
+        victim = instance_pid(env["USER_APP_V1_PORT"])
+        load = subprocess.Popen(
+            ["wrk", "-t1", "-c4", "-d8s", gateway + "/user-app/hello"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(2)
+        os.kill(victim, signal.SIGTERM)
+        out = load.communicate(timeout=60)[0]
+        assert "requests in" in out and "Non-2xx" not in out and "Socket errors" not in out, out
+        deadline = time.monotonic() + 30
+        while instance_pid(env["USER_APP_V1_PORT"]) in (None, victim):
+            assert time.monotonic() < deadline, "the killed instance was not started again"
+            time.sleep(0.2)
     except BaseException:
         kill_all(popen)
         raise
     stop(popen, signal.SIGINT, group=True)  # what a terminal does on Ctrl-C
     left = sorted(pid for pid in started if alive(pid))
     assert left == [], log_tail(tmp_path)
-    assert "stopped 7 processes" in log_tail(tmp_path)
+    assert "stopped 8 processes" in log_tail(tmp_path)
 
 
 def test_demo_false_serves_the_dashboard_alone_and_sigterm_stops_it(tmp_path):

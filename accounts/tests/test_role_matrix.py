@@ -5,8 +5,9 @@ The operations come from the document itself (GET /api/schema/?format=json), so 
 endpoint is in this matrix without anyone adding it. The least role an operation needs is
 read from its view as RolePermission reads it (accounts/permissions.py): `read_role` for
 safe methods (default viewer), `write_role` for the others (default operator). The
-gateway endpoints (gateways/protocol/) take gateway tokens only. A new role is one more
-entry in ROLES; a new kind of path parameter, one more entry in PATH_OBJECTS.
+gateway endpoints (gateways/protocol/) take gateway tokens only; what the fleet reports
+(MayReportLifecycle) takes a `service` user, an admin or a gateway token. A new role is one
+more entry in ROLES; a new kind of path parameter, one more entry in PATH_OBJECTS.
 """
 
 import functools
@@ -23,8 +24,10 @@ from accounts.permissions import RolePermission
 from accounts.roles import ADMIN, OPERATOR, SERVICE, VIEWER
 from gateways.models import Gateway
 from gateways.protocol.views import GatewayEndpoint
+from registry_sync.api_views import MayReportLifecycle
 from registry_sync.models import Instance, Registry, Service
 from releases.publishing import load_state
+from rollouts.models import Release, ReleaseBundle
 
 GATEWAY_NAME = "edge"
 
@@ -69,6 +72,8 @@ PATH_OBJECTS = {
     "registries": lambda objects: objects["registry"].pk,
     "revisions": lambda objects: 1,
     "gateways": lambda objects: GATEWAY_NAME,
+    "releases": lambda objects: objects["release"].pk,
+    "release-bundles": lambda objects: objects["bundle"].pk,
 }
 
 
@@ -84,11 +89,14 @@ def concrete(template: str, objects: dict) -> str:
 
 
 def least_role(method: str, path: str) -> str:
-    """The least role the operation's view asks for, or "gateway" for the gateway endpoints."""
+    """The least role the operation's view asks for, "gateway" for the gateway endpoints, or
+    "fleet" for what instances and gateways report."""
     view = resolve(path).func.cls  # type: ignore[attr-defined]
     if issubclass(view, GatewayEndpoint):
         return "gateway"
     permissions = view.permission_classes
+    if MayReportLifecycle in permissions:
+        return "fleet"
     assert RolePermission in permissions, (
         f"{method.upper()} {path}: {view.__name__} does not use RolePermission; "
         "teach this test its convention"
@@ -103,6 +111,8 @@ def expected(role: Role, least: str) -> str:
         return "401"
     if least == "gateway":
         return "allowed" if role.gateway else "403"
+    if least == "fleet":
+        return "allowed" if role.gateway or role.group in (SERVICE, ADMIN) else "403"
     return "allowed" if role.rank >= RANKS[least] else "403"
 
 
@@ -115,7 +125,30 @@ def objects(db):
     )
     load_state()  # revision 1
     _, token, _ = Gateway.objects.create_with_credentials(name=GATEWAY_NAME, mode=Gateway.PULL)
-    return {"registry": registry, "service": service, "instance": instance, "token": token}
+    bundle = ReleaseBundle.objects.create(name="b")
+    release = Release.objects.create(
+        service="user-app",
+        from_version="V1",
+        to_version="V2",
+        steps=[{"percent": 10}],
+        analysis={
+            "interval_s": 60,
+            "min_requests": 100,
+            "max_error_rate_increase": 1.0,
+            "failures_tolerated": 1,
+            "max_p95_ms": None,
+            "deadline_s": 3600,
+        },
+        bundle=bundle,
+    )
+    return {
+        "registry": registry,
+        "service": service,
+        "instance": instance,
+        "token": token,
+        "release": release,
+        "bundle": bundle,
+    }
 
 
 def client_for(role_name: str, objects: dict, make_user) -> APIClient:

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import zlib
 from importlib import resources
 from typing import Any
 
 from dataplane.agent.ir import Generation
 from dataplane.agent.site import Ranges, Site, local_ranges, trusted_ranges
+from routing_engine import service_seed
 
 ROUTE_CONFIG = "graylane"
 POOL_HEADER = "x-graylane-pool"
@@ -338,7 +338,7 @@ def lua_source(generation: Generation, site: Site) -> str:
         )
     lines.append("local SERVICES = {")
     for route in generation.routes:
-        seed = zlib.crc32(route.service.encode("utf-8", "surrogatepass") + b"\0")
+        seed = service_seed(route.service)
         pools = "".join(
             f"{flag} = {lua_string(pool)}, " for flag, pool in route.pools.items() if pool
         )

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 
 from dataplane.gateway.routing import ConfigError, RoutingTable
-from routing_engine import ALL, GRAY, PROD, PolicyError, normalize_policy
+from routing_engine import ALL, GRAY, PROD, PolicyError, normalize_policy, service_routing
 from routing_engine.matcher import _ip_ranges
 
 FLAGS = (PROD, GRAY, ALL)
@@ -150,6 +150,7 @@ def _service_routing(name: str, raw: dict, policy: dict) -> tuple[int, bool, boo
         raise ConfigError(f"services.{name}.percent: not a whole number from 0 to 100")
     if targeted is not None and not isinstance(targeted, bool):
         raise ConfigError(f"services.{name}.targeted: not true or false")
-    if percent is None:
-        return int(policy["percent"]), False, targeted is not False
-    return percent, True, targeted is not False
+    own, targeted = service_routing(raw)
+    if own is None:
+        return int(policy["percent"]), False, targeted
+    return own, True, targeted

@@ -9,8 +9,9 @@ embedded registry), the demo gateway (a pull gateway, `python -m dataplane.gatew
 GATEWAY_ENGINE=envoy|nginx `python -m dataplane.agent` driving that proxy), and
 the background traffic once the gateway routes. Stopped in the reverse order, so instances
 deregister while the registry still answers. Ports come from the environment (README:
-Configuration): GATEWAY_PORT, USER_APP_V1_PORT, USER_APP_V2_PORT, ORDER_APP_V1_PORT,
-ORDER_APP_V2_PORT.
+Configuration): GATEWAY_PORT, USER_APP_V1_PORT, USER_APP_V1B_PORT, USER_APP_V2_PORT,
+ORDER_APP_V1_PORT, ORDER_APP_V2_PORT. A demo instance that exits (`kill PID`) is started
+again.
 
 The gateway's record and token, the fleet's registry user and the starting policy are made
 by `manage.py demo_setup --demo` before this runs; this module imports no Django.
@@ -38,6 +39,9 @@ GRAY_HEADER = {"gray": "gray-996"}
 DASHBOARD_READY_TIMEOUT_S = 60.0
 FLEET_READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 8.0
+# A demo instance that exits sooner than this after its start is not started again: it
+# would only fail again.
+RESTART_MIN_UPTIME_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -54,12 +58,15 @@ class DemoInstance:
 
     @property
     def name(self) -> str:
-        return f"{self.service} {self.version}"
+        return f"{self.service} {self.version} :{self.port}"
 
 
 # The reference design's fleet: user-app calls order-app; V2 is the gray version.
 INSTANCES = (
     DemoInstance("user-app", "V1", "USER_APP_V1_PORT", 7201, downstream="order-app"),
+    # Two of prod user-app: SIGTERM to either (`kill PID`) loses nothing (the service SDK's
+    # lifecycle), and the fleet starts it again, as an orchestrator would.
+    DemoInstance("user-app", "V1", "USER_APP_V1B_PORT", 7203, downstream="order-app"),
     DemoInstance("user-app", "V2", "USER_APP_V2_PORT", 7202, downstream="order-app"),
     DemoInstance("order-app", "V1", "ORDER_APP_V1_PORT", 7301),
     DemoInstance("order-app", "V2", "ORDER_APP_V2_PORT", 7302),
@@ -112,6 +119,7 @@ class Fleet:
         self.gateway_port = int(os.environ.get("GATEWAY_PORT") or 8080)
         self.gateway_url = _url("127.0.0.1", self.gateway_port)
         self.children: list[Child] = []
+        self.restartable: dict[str, float] = {}  # demo instance name -> when it was started
         self.stop_signal: str | None = None  # set by the signal handler, checked by the loops
 
     def on_signal(self, signum, _frame) -> None:
@@ -153,7 +161,10 @@ class Fleet:
         args = [sys.executable, "-m", "uvicorn", "--host", self.host, "--port", str(self.port)]
         # No access log: the fleet's beats and lookups would bury everything else.
         args += ["--lifespan", "off", "--timeout-graceful-shutdown", "5", "--no-access-log"]
-        self.dashboard = self._start("dashboard", [*args, "graylane.asgi:application"])
+        env = dict(os.environ)
+        if not self.args.no_demo:  # the service page's "restart instance" for the demo fleet
+            env.setdefault("DEMO_RESTART", "true")
+        self.dashboard = self._start("dashboard", [*args, "graylane.asgi:application"], env)
         self._wait(
             "dashboard",
             lambda: _answers(self.dashboard_url + "/healthz") is not None,
@@ -174,6 +185,7 @@ class Fleet:
             if instance.version == "V2":
                 args += ["--error-rate", str(self.args.v2_error_rate)]
             self._start(instance.name, args, env)
+            self.restartable[instance.name] = time.monotonic()
         self._wait(
             "demo services",
             lambda: all(_listening(instance.port) for instance in INSTANCES),
@@ -214,17 +226,26 @@ class Fleet:
         )
 
     def watch(self) -> None:
-        """Until a signal: a child that exits is reported; the dashboard exiting ends all."""
+        """Until a signal: a demo instance that exits is started again (unless it had only
+        just started); another child that exits is reported; the dashboard exiting ends all."""
         reported: set[int] = set()
         while True:
             self._check_stop()
-            for child in self.children:
+            for index, child in enumerate(self.children):
                 code = child.exited()
                 if code is None or id(child) in reported:
                     continue
-                reported.add(id(child))
                 if child is self.dashboard:
                     raise SystemExit(f"the dashboard exited with code {code}")
+                started = self.restartable.get(child.name)
+                if started is not None and time.monotonic() - started >= RESTART_MIN_UPTIME_S:
+                    log.warning("%s (pid %s) exited with code %s: starting it again",
+                                child.name, child.pid, code)  # fmt: skip
+                    child.stop(0)  # reaps it, and whatever it left in its group
+                    self.children[index] = Child(child.name, child.args, child.env).start()
+                    self.restartable[child.name] = time.monotonic()
+                    continue
+                reported.add(id(child))
                 log.warning("%s (pid %s) exited with code %s", child.name, child.pid, code)
             time.sleep(0.5)
 

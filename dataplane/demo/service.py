@@ -1,20 +1,25 @@
 """One instance of a demo service (user-app or order-app, any version): a small ASGI app
-served by uvicorn, registered in the registry with its `version` while it runs.
+served by uvicorn, built on the service SDK (dataplane/sdk/, docs/service-sdk.md): the gray
+flag middleware, the client-side balancer for its downstream calls, and the lossless
+lifecycle (registered with its `version` once warm; on SIGTERM disabled, drained, then
+deregistered), each step reported to the dashboard when it has a token for that.
 
     python -m dataplane.demo.service --service user-app --version V2 --port 7202 \\
         --registry http://127.0.0.1:8000/nacos --username demo-fleet --downstream order-app
 
 Credentials come from the environment, not the command line every local user can read:
 `REGISTRY_PASSWORD` (with `--username`), or `REGISTRY_ACCESS_TOKEN` (an accessToken, or
-the API token of a `service` user, as the fleet of `make run` uses).
+the API token of a `service` user, as the fleet of `make run` uses; that token also reports
+the lifecycle to the dashboard, `--dashboard`, by default the registry URL without `/nacos`).
 
 The gateway forwards the whole path, service prefix included, so an instance answers:
 
 * `GET /{service}/hello`: `{"service", "version", "instance", "flag", "downstream"}`. With
   `--downstream`, it first calls `GET /{downstream}/hello` on an instance it picks itself,
   by the request's `X-Gray-Status` (GRAY: the gray version, PROD: the prod version, ALL or
-  none: any), as the reference design's balancer does, and passes the header on; the
-  answer it got is `downstream`. A leaf service has `"downstream": {}`.
+  none: any), as the reference design's balancer does, and passes the flag on (the SDK's
+  ServiceBalancer); the answer it got is `downstream`. A leaf service has
+  `"downstream": {}`.
 * `GET /{service}/-/errors`: `{"rate": 0.05}`, the share of `hello` requests answered with
   an injected 500; `POST /{service}/-/errors?rate=0.2` changes it (0 to 1). Only directly,
   from this machine: through a proxy (`X-Forwarded-For`, as the gateway sends) it is 403.
@@ -23,13 +28,11 @@ The gateway forwards the whole path, service prefix included, so an instance ans
 from __future__ import annotations
 
 import argparse
-import asyncio
 import ipaddress
 import json
 import logging
 import os
 import random
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qs
@@ -37,14 +40,12 @@ from urllib.parse import parse_qs
 import httpx
 import uvicorn
 
-from dataplane.registry_client import Instance, NamingClient, Registration, RegistryError
-from routing_engine import (
-    ALL,
-    FLAGS,
-    GRAY_STATUS_HEADER,
-    SmoothWeightedRoundRobin,
-    select_instances,
-)
+from dataplane.registry_client import NamingClient
+from dataplane.sdk.balancer import NoInstance, ServiceBalancer
+from dataplane.sdk.flag import current_flag
+from dataplane.sdk.lifecycle import DEFAULT_DRAIN_S, Lifecycle, Replay
+from dataplane.sdk.lifecycle_report import LifecycleReporter
+from dataplane.sdk.middleware import GrayFlagASGIMiddleware
 
 log = logging.getLogger(__name__)
 
@@ -52,54 +53,8 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict]]
 Send = Callable[[dict], Awaitable[None]]
 
-# How long the downstream instance list from the registry is used before it is read again.
-DOWNSTREAM_LIST_TTL_S = 1.0
-_FLAG_HEADER = GRAY_STATUS_HEADER.lower().encode()
-
-
-class DownstreamBalancer:
-    """Instances of the downstream service, from the registry, picked by gray flag with the
-    shared engine (routing_engine.select_instances + smooth weighted round robin). The list
-    is read again at most every DOWNSTREAM_LIST_TTL_S, by one request at a time; while the
-    registry fails, the last list it gave stays in use."""
-
-    def __init__(self, registry: NamingClient, service: str, *, prod: str, gray: str):
-        self.registry = registry
-        self.service = service
-        self.prod, self.gray = prod, gray
-        self._instances: list[dict[str, Any]] | None = None
-        self._read_at = float("-inf")
-        self._refresh = asyncio.Lock()
-        self._round_robin = SmoothWeightedRoundRobin()
-
-    async def _current(self) -> list[dict[str, Any]]:
-        async with self._refresh:
-            if time.monotonic() - self._read_at > DOWNSTREAM_LIST_TTL_S:
-                try:
-                    await self._read()
-                except RegistryError as exc:
-                    if self._instances is None:
-                        raise
-                    log.warning("registry: %s; using the last %s list", exc, self.service)
-                self._read_at = time.monotonic()
-        return self._instances or []
-
-    async def _read(self) -> None:
-        listed = await self.registry.list_instances(self.service, healthy_only=True)
-        self._instances = [
-            {
-                "id": f"{i.ip}:{i.port}",
-                "host": i.ip,
-                "port": i.port,
-                "version": i.version,
-                "weight": i.weight,
-            }
-            for i in listed
-        ]
-
-    async def pick(self, flag: str) -> Mapping[str, Any] | None:
-        _, candidates = select_instances(await self._current(), flag, self.prod, self.gray)
-        return self._round_robin.pick(candidates)
+# Replay warm-up: this many /hello answers before the instance registers.
+WARMUP_SUCCESSES = 3
 
 
 def _is_direct(scope: Scope) -> bool:
@@ -139,16 +94,11 @@ class DemoService:
         self.service, self.version = service, version
         self.instance_name = f"{host}:{port}"
         self.error_rate = error_rate
-        self.registry = registry
-        self.registration = Registration(
-            registry, Instance(service=service, ip=host, port=port, metadata={"version": version})
-        )
         self.downstream = (
-            DownstreamBalancer(registry, downstream, prod=prod_version, gray=gray_version)
+            ServiceBalancer(registry, downstream, prod=prod_version, gray=gray_version)
             if downstream
             else None
         )
-        self._http: httpx.AsyncClient | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -157,17 +107,17 @@ class DemoService:
             await self._http_request(scope, receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
+        """Inside the SDK's lifecycle, which registers the instance and closes the registry
+        client: only the downstream balancer is this app's own."""
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                self._http = httpx.AsyncClient(timeout=5.0)
-                self.registration.start()
+                if self.downstream is not None:
+                    await self.downstream.start()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                await self.registration.stop()
-                await self.registry.aclose()
-                if self._http is not None:
-                    await self._http.aclose()
+                if self.downstream is not None:
+                    await self.downstream.aclose()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -192,33 +142,24 @@ class DemoService:
         }
 
     async def _hello(self, scope: Scope, send: Send) -> None:
-        raw_flag = next((v for n, v in scope["headers"] if n == _FLAG_HEADER), None)
-        flag = raw_flag.decode("latin-1").strip().upper() if raw_flag else None
+        flag = current_flag()
         if random.random() < self.error_rate:
             return await _answer(send, 500, {**self._me(flag), "error": "injected error"})
         if self.downstream is None:
             return await _answer(send, 200, {**self._me(flag), "downstream": {}})
-        status, downstream = await self._call_downstream(self.downstream, flag)
+        status, downstream = await self._call_downstream(self.downstream)
         answer = {**self._me(flag), "downstream": downstream}
         await _answer(send, 200 if status == 200 else 502, answer)
 
-    async def _call_downstream(
-        self, balancer: DownstreamBalancer, flag: str | None
-    ) -> tuple[int, dict[str, Any]]:
-        assert self._http is not None
+    async def _call_downstream(self, balancer: ServiceBalancer) -> tuple[int, dict[str, Any]]:
+        """The request's flag picks the instance and goes on with the call (the SDK)."""
         try:
-            target = await balancer.pick(flag if flag in FLAGS else ALL)
-        except RegistryError as exc:
-            return 503, {"error": f"registry: {exc}"}
-        if target is None:
-            return 503, {"error": f"no routable {balancer.service} instance for {flag}"}
-        url = f"http://{target['host']}:{target['port']}/{balancer.service}/hello"
-        headers = {GRAY_STATUS_HEADER: flag} if flag else {}
-        try:
-            response = await self._http.get(url, headers=headers)
+            response = await balancer.request("GET", f"/{balancer.service}/hello")
             return response.status_code, response.json()
+        except NoInstance as exc:
+            return 503, {"error": str(exc)}
         except (httpx.HTTPError, ValueError) as exc:
-            return 502, {"error": f"{balancer.service} at {url}: {exc!r}"}
+            return 502, {"error": f"{balancer.service}: {exc!r}"}
 
     async def _errors(self, scope: Scope, send: Send) -> None:
         if scope["method"] == "POST":
@@ -248,6 +189,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--downstream", help="service whose /hello this one calls")
     parser.add_argument("--prod-version", default="V1")
     parser.add_argument("--gray-version", default="V2")
+    parser.add_argument("--dashboard", help="where lifecycle events go (default: --registry's)")
+    parser.add_argument("--drain-s", type=float, default=DEFAULT_DRAIN_S)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     registry = NamingClient(
@@ -256,6 +199,16 @@ def main(argv: list[str] | None = None) -> None:
         password=os.environ.get("REGISTRY_PASSWORD"),
         access_token=os.environ.get("REGISTRY_ACCESS_TOKEN") or None,
     )
+    access_token = os.environ.get("REGISTRY_ACCESS_TOKEN")
+    reporter = None
+    if access_token:
+        reporter = LifecycleReporter(
+            args.dashboard or args.registry.removesuffix("/").removesuffix("/nacos"),
+            access_token,
+            service=args.service,
+            host=args.host,
+            port=args.port,
+        )
     app = DemoService(
         service=args.service,
         version=args.version,
@@ -267,8 +220,20 @@ def main(argv: list[str] | None = None) -> None:
         prod_version=args.prod_version,
         gray_version=args.gray_version,
     )
+    lifecycle = Lifecycle(
+        GrayFlagASGIMiddleware(app),
+        service=args.service,
+        version=args.version,
+        host=args.host,
+        port=args.port,
+        registry=registry,
+        reporter=reporter,
+        replay=Replay([f"/{args.service}/hello"], successes=WARMUP_SUCCESSES),
+        drain_s=args.drain_s,
+        app_lifespan=True,
+    )
     uvicorn.run(
-        app,
+        lifecycle,
         host=args.host,
         port=args.port,
         lifespan="on",

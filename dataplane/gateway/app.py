@@ -4,6 +4,7 @@ and the upstream pool's housekeeping, on one uvloop event loop."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 
@@ -62,6 +63,11 @@ async def serve(options: Options) -> None:
 
     def install(table: RoutingTable) -> None:
         context.table = table
+        # A table of 100k users and 10k CIDRs is a million long-lived objects; frozen, the
+        # collector stops walking them in its full collections (as graylane/long_lived.py
+        # does for the dashboard). Tables hold no reference cycles, so a replaced one is
+        # still freed, by reference counting.
+        gc.freeze()
 
     async with httpx.AsyncClient(
         base_url=options.dashboard,

@@ -119,6 +119,8 @@ class Exchange:
         "head",
         "tried",
         "instance",
+        "reused",
+        "stale_retried",
         "failure",
         "chunked_out",
         "out",
@@ -163,6 +165,8 @@ class Exchange:
         self.head = b""
         self.tried: set[tuple[str, int]] = set()
         self.instance: Instance | None = None
+        self.reused = False  # the attempt went out on a kept-alive connection
+        self.stale_retried = False
         self.failure = (503, b"No instance of the service is available.")
         self.chunked_out = False
         # Answer bytes for the client, written at once when the instance's data is parsed
@@ -320,6 +324,8 @@ class ClientConnection(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
         self.peer = ""
         self.peer_bytes = b""
+        self.peer_trusted = False
+        self.peer_city: str | None = None
         self.queue: deque[Exchange] = deque()  # the first is being answered
         self.parsing: Exchange | None = None
         self._url = b""
@@ -336,6 +342,10 @@ class ClientConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if peer else ""
         self.peer_bytes = self.peer.encode()
+        # Who the peer is does not change on its connection: asked once, not per request.
+        resolver = self.context.resolver
+        self.peer_trusted = bool(resolver.trusted) and resolver.is_trusted(self.peer)
+        self.peer_city = None if self.peer_trusted else resolver.resolve(self.peer)[1]
         self._arm_idle()
 
     def data_received(self, data: bytes) -> None:
@@ -415,9 +425,11 @@ class ClientConnection(asyncio.Protocol):
         self._paused_by.add(id(exchange))
 
     def resume_reading_for(self, exchange: Exchange) -> None:
-        self._paused_by.discard(id(exchange))
-        if not self._paused_by and self.transport is not None and not self._closing:
-            self.transport.resume_reading()
+        paused_by = self._paused_by
+        if paused_by:
+            paused_by.discard(id(exchange))
+            if not paused_by and self.transport is not None and not self._closing:
+                self.transport.resume_reading()
 
     def write(self, data: bytes) -> None:
         if self.transport is not None:
@@ -461,12 +473,14 @@ class ClientConnection(asyncio.Protocol):
         assert table is not None
         exchange.service = name
         exchange.route = service
-        exchange.head, flag = self._upstream_head(exchange, table)
+        exchange.head, flag = self._upstream_head(exchange, table, service)
         version, exchange.candidates = service.by_flag[flag]
         exchange.metric_version = version or NO_VERSION
         self._attempt(exchange)
 
-    def _upstream_head(self, exchange: Exchange, table: RoutingTable) -> tuple[bytes, str]:
+    def _upstream_head(
+        self, exchange: Exchange, table: RoutingTable, service: Service
+    ) -> tuple[bytes, str]:
         """The request head for the instance, and the request's gray flag."""
         listed = exchange.listed
         decision_headers = table.decision_headers
@@ -509,15 +523,17 @@ class ClientConnection(asyncio.Protocol):
             lines += (name, b": ", value, b"\r\n")
         if exchange.body_framing == b"chunked":
             lines.append(b"transfer-encoding: chunked\r\n")
-        peer = self.peer
-        resolver = self.context.resolver
-        client_ip, city = resolver.resolve(
-            peer,
-            forwarded_for.decode("latin-1") if forwarded_for is not None else None,
-            decide_on.get(table.city_header),
-        )
-        decision = table.matcher.decide(decide_on, ip=client_ip, city=city or "")
-        trusted = resolver.trusted and resolver.is_trusted(peer)
+        if self.peer_trusted:
+            client_ip, city = self.context.resolver.resolve(
+                self.peer,
+                forwarded_for.decode("latin-1") if forwarded_for is not None else None,
+                decide_on.get(table.city_header),
+            )
+        else:
+            client_ip, city = self.peer, self.peer_city
+        decide = service.decide or table.matcher.decide
+        decision = decide(decide_on, ip=client_ip, city=city or "")
+        trusted = self.peer_trusted
         chain = (forwarded_for + b", " if forwarded_for else b"") + self.peer_bytes
         proto = forwarded_proto if trusted and forwarded_proto else b"http"
         lines += (
@@ -552,7 +568,9 @@ class ClientConnection(asyncio.Protocol):
             return
         exchange.tried.add(instance.address)
         exchange.instance = instance
-        upstream = self.context.pool.take_idle(instance.address)
+        # A request sent again goes out on a new connection.
+        upstream = None if exchange.stale_retried else self.context.pool.take_idle(instance.address)
+        exchange.reused = upstream is not None
         if upstream is not None:
             self._send(exchange, upstream)
         else:
@@ -609,7 +627,13 @@ class ClientConnection(asyncio.Protocol):
             retry = exchange.can_send_again()
         elif isinstance(error, BrokeBeforeAnswer):
             log.info("%s at %s:%d: %s", instance.id, *instance.address, error)
-            pool.connect_failed(instance.address)
+            if exchange.reused and not exchange.stale_retried:
+                # Likely a kept-alive connection the instance closed as the request went
+                # out: the instance itself may be fine, and is tried once more.
+                exchange.stale_retried = True
+                exchange.tried.discard(instance.address)
+            else:
+                pool.connect_failed(instance.address)
             exchange.failure = (502, b"The instance closed the connection without answering.")
             retry = exchange.method in IDEMPOTENT and exchange.can_send_again()
         elif isinstance(error, TimeoutError):
@@ -669,7 +693,6 @@ class ClientConnection(asyncio.Protocol):
             exchange.keep_alive = False  # the rest of its body would be read as a request
         if self.queue and self.queue[0] is exchange:
             self.queue.popleft()
-        self._paused_by.discard(id(exchange))
         if not exchange.keep_alive or self._closing:
             self._close()
             return
@@ -677,8 +700,7 @@ class ClientConnection(asyncio.Protocol):
             self.loop.call_soon(self._serve, self.queue[0])
         else:
             self._arm_idle()
-        if not self._paused_by and self.transport is not None:
-            self.transport.resume_reading()
+        self.resume_reading_for(exchange)
 
     def _answer_and_close(self, status: int, detail: bytes) -> None:
         body = b'{"detail": "%b"}' % detail

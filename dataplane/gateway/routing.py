@@ -5,7 +5,7 @@ whole (ConfigError) and the table in force stays."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,10 +13,13 @@ from routing_engine import (
     ALL,
     GRAY,
     PROD,
+    SERVICE_ROUTING_FIELDS,
+    Decision,
     GrayMatcher,
     PolicyError,
     SmoothWeightedRoundRobin,
     normalize_policy,
+    normalize_service_routing,
     select_instances,
 )
 
@@ -50,6 +53,10 @@ class Instance(Mapping):
     def __len__(self) -> int:
         return 5
 
+    def get(self, key: str, default: Any = None) -> Any:
+        # The balancer calls this for every candidate of every request: no KeyError detour.
+        return getattr(self, key, default)
+
 
 @dataclass(slots=True)
 class Service:
@@ -57,6 +64,9 @@ class Service:
     prod: str
     gray: str
     instances: list[Instance]
+    # The service's own routing override (`percent`, `targeted`), and its decide().
+    routing: dict[str, Any] = field(default_factory=dict)
+    decide: Callable[..., Decision] | None = None
     # Candidates per flag, computed once: (version asked for, instances of it).
     by_flag: dict[str, tuple[str | None, list[Instance]]] = field(default_factory=dict)
     balancer: SmoothWeightedRoundRobin = field(default_factory=SmoothWeightedRoundRobin)
@@ -116,11 +126,14 @@ class RoutingTable:
                 )
                 service.by_flag[flag] = (version, chosen)  # type: ignore[assignment]
             services[name] = service
+        matcher = GrayMatcher(policy, {name: s.routing for name, s in services.items()})
+        for name, service in services.items():
+            service.decide = matcher.for_service(name)
         return cls(
             generation=generation,
             revision=revision,
             checksum=str(document.get("checksum", "")),
-            matcher=GrayMatcher(policy),
+            matcher=matcher,
             city_header=policy["city_header"].lower(),
             decision_headers=frozenset(
                 name.lower().encode("latin-1")
@@ -176,4 +189,10 @@ def _service(name: str, raw: Any) -> Service:
                 weight=float(weight),
             )
         )
-    return Service(name, prod, gray, instances)
+    try:
+        routing = normalize_service_routing(
+            {key: raw[key] for key in SERVICE_ROUTING_FIELDS if key in raw}
+        )
+    except PolicyError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+    return Service(name, prod, gray, instances, routing)

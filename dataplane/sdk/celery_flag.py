@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,8 +47,6 @@ class ConsumedQueues:
         self.app = app
         self.interval_s = interval_s
         self._names: frozenset[str] = frozenset()
-        self._probed = threading.Event()
-        self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
 
@@ -60,7 +59,6 @@ class ConsumedQueues:
         self._names = frozenset(
             queue["name"] for queues in (answers or {}).values() for queue in queues
         )
-        self._probed.set()
         return self._names
 
     def start(self) -> None:
@@ -73,17 +71,10 @@ class ConsumedQueues:
                 thread.start()
                 self._thread = thread
 
-    def stop(self) -> None:
-        self._stop.set()
-
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while True:
             self.probe()
-            self._stop.wait(self.interval_s)
-
-    def wait_first(self, timeout: float) -> bool:
-        """True once a probe has answered (for tools and tests that publish at once)."""
-        return self._probed.wait(timeout)
+            time.sleep(self.interval_s)
 
     def __contains__(self, queue: object) -> bool:
         return queue in self._names

@@ -62,13 +62,14 @@ DEFAULT_QUIET_S = 0.5
 Scope = dict[str, Any]
 Warmup = Callable[[], Awaitable[Any] | Any]
 
+_MARKER_BODY = b'{"error":"instance shutting down"}'
 _MARKER_HEADERS = [
     (b"content-type", b"application/json"),
+    (b"content-length", b"%d" % len(_MARKER_BODY)),
     (SHUTTING_DOWN_HEADER.lower().encode(), b"true"),
     (b"connection", b"close"),
     (b"retry-after", b"0"),
 ]
-_MARKER_BODY = b'{"error":"instance shutting down"}'
 
 
 class AppLifespan:
@@ -115,8 +116,8 @@ class Replay:
 
 
 class Lifecycle:
-    """ASGI wrapper; see the module docstring. `in_flight` and `state` are for tests and
-    metrics: state is starting, warming, serving, draining, drained or exited."""
+    """ASGI wrapper; see the module docstring. `state`: starting, warming, serving, draining,
+    drained or exited; `in_flight`: requests being served."""
 
     def __init__(
         self,
@@ -300,11 +301,11 @@ class Lifecycle:
     def _take_signals(self) -> None:
         """Stand in front of the server's handlers (uvicorn's), which run after the drain."""
         loop = asyncio.get_running_loop()
+
+        def on_signal(sig: int, frame: Any) -> None:
+            loop.call_soon_threadsafe(self._on_signal, sig, frame)
+
         for signum in (signal.SIGTERM, signal.SIGINT):
-
-            def on_signal(sig: int, frame: Any) -> None:
-                loop.call_soon_threadsafe(self._on_signal, sig, frame)
-
             self._previous_handlers[signum] = signal.signal(signum, on_signal)
 
     def _on_signal(self, sig: int, frame: Any) -> None:

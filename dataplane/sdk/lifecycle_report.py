@@ -35,7 +35,6 @@ class LifecycleReporter:
         self._timeout = timeout
         self._queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self._task: asyncio.Task | None = None
-        self.sent: list[str] = []  # events the dashboard accepted, in order
 
     def report(self, event: str, **detail: Any) -> None:
         if event not in EVENTS:
@@ -67,8 +66,6 @@ class LifecycleReporter:
                         response.status_code,
                         response.text[:200],
                     )
-                else:
-                    self.sent.append(body["event"])
 
     async def flush(self, timeout: float = 3.0) -> None:
         """Send what is queued (up to `timeout` s), then stop."""

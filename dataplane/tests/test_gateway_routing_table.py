@@ -109,3 +109,29 @@ def test_a_reload_keeps_each_services_round_robin_going():
     balancer = first.services["user-app"].balancer
     second = RoutingTable.from_document(json.dumps(document(generation=4)).encode(), first)
     assert second.services["user-app"].balancer is balancer
+
+
+def test_a_service_percent_routes_that_service_only_and_sticks():
+    doc = document()
+    doc["services"]["user-app"].update({"percent": 30, "targeted": False})
+    table = compile_(doc)
+    users = [str(n) for n in range(3000)]
+    user_app = table.services["user-app"].decide
+    order_app = table.services["order-app"].decide
+    gray = {u for u in users if user_app({}, user=u).flag == "GRAY"}
+    assert 0.25 < len(gray) / len(users) < 0.35
+    assert not any(order_app({}, user=u).flag == "GRAY" for u in users)
+    # Not targeted: the header sends none of user-app's requests to gray, order-app's yes.
+    assert user_app({"gray": "gray-996"}).flag == "PROD"
+    assert order_app({"gray": "gray-996"}).flag == "GRAY"
+    doc["services"]["user-app"]["percent"] = 60
+    wider = compile_(doc).services["user-app"].decide
+    assert gray <= {u for u in users if wider({}, user=u).flag == "GRAY"}
+
+
+@pytest.mark.parametrize("routing", [{"percent": 101}, {"percent": "5"}, {"targeted": 1}])
+def test_a_bad_service_routing_is_refused(routing):
+    doc = document()
+    doc["services"]["user-app"].update(routing)
+    with pytest.raises(ConfigError, match="services.user-app"):
+        compile_(doc)

@@ -79,7 +79,10 @@ def answer(calls: list[Poll | Ack]) -> list[Polled | AckRecorded | Refusal]:
     what was recorded. Reads every caller in one query and writes once
     (gateways.acks.record_acks), plus once per refused generation."""
     hashes = {call.key: hash_token(call.key) for call in calls}
-    gateways = {g.token_hash: g for g in Gateway.objects.filter(token_hash__in=hashes.values())}
+    # Unordered: Gateway's default order (by name) is of no use to a lookup by token, and
+    # building it costs a fifth of this query's CPU, several times per generation.
+    callers = Gateway.objects.filter(token_hash__in=hashes.values()).order_by()
+    gateways = {g.token_hash: g for g in callers}
     unknown = set(hashes.values()) - gateways.keys()
     users = set(
         ApiToken.objects.filter(key_hash__in=unknown).values_list("key_hash", flat=True)

@@ -182,7 +182,7 @@ def test_the_series_endpoints_are_in_the_openapi_document(client):
         paths
     )
     parameters = {p["name"] for p in paths["/api/v1/metrics/latency/"]["get"]["parameters"]}
-    assert {"service", "since", "step"} <= parameters
+    assert {"service", "since", "step", "source"} <= parameters
 
 
 def test_retention_prunes_old_rollups_only(settings):

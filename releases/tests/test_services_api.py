@@ -1,6 +1,7 @@
 import pytest
 
 from audit.models import AuditEntry
+from gateways.gateway_document import build_document
 from registry_sync.models import Instance, Service
 from releases.models import Revision
 from releases.publishing import load_state
@@ -105,3 +106,25 @@ def test_instances_use_the_contract_fields(api, user_app):
         "weight", "metadata", "last_seen",
     } <= set(first)  # fmt: skip
     assert first["version"] == first["metadata"]["version"]
+
+
+def test_a_service_percent_is_a_revision_in_the_gateway_document_and_the_simulator(api, user_app):
+    client = api("operator")
+    client.patch("/api/v1/policy/", {"enabled": True, "routing": True}, format="json")
+    response = client.patch(
+        "/api/v1/services/user-app/", {"percent": 100, "targeted": False}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    assert Revision.objects.first().config["services"] == {
+        "user-app": {"percent": 100, "targeted": False}
+    }
+    doc = build_document(1)
+    assert doc["services"]["user-app"]["percent"] == 100
+    assert doc["services"]["user-app"]["targeted"] is False
+    answer = client.post("/api/v1/simulate/", {"service": "user-app", "user": "7"}, format="json")
+    assert (answer.json()["flag"], answer.json()["matched"]) == ("GRAY", "percent")
+    assert (answer.json()["version"]) == "V2"
+    bad = client.patch("/api/v1/services/user-app/", {"percent": 101}, format="json")
+    assert bad.status_code == 400 and "percent" in bad.json()
+    client.patch("/api/v1/services/user-app/", {"percent": None, "targeted": None}, format="json")
+    assert Revision.objects.first().config["services"] == {}

@@ -1,6 +1,7 @@
 // Service page: success rate, p95 latency and request volume per version (uPlot), history
 // from the metrics API on load and on a new range, then live from /ws/live/ `metrics`
-// messages, with policy revisions and instance events marked on the time axis.
+// messages, with policy revisions, instance events and release decisions marked on the time
+// axis.
 //
 // What the charts show is also on their elements, for tests and for people with screen
 // readers: #chart-success[data-last] holds each version's newest plotted point
@@ -16,6 +17,10 @@
   var MIN_REQUESTS = Number(card.dataset.minRequests || 50);
   var STATUS_WINDOW = "5m";
   var COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2"];
+  var MARKER_COLORS = { revision: "#7c3aed", instance: "#d97706", release: "#0f766e" };
+  // {"kinds": [release event kinds drawn], "markers": [{ts, label}]}, from the page.
+  var releaseIsland = document.getElementById("release-markers");
+  var releaseMarkers = releaseIsland ? JSON.parse(releaseIsland.textContent) : { kinds: [], markers: [] };
 
   var range = 900;
   // version -> {ts: {rate, p95, perSecond, total}}; history points per step, live per second.
@@ -68,7 +73,15 @@
       api("/api/v1/revisions/?page_size=200"),
       api("/api/v1/audit/?page_size=200&since=" + encodeURIComponent(iso)),
     ]).then(function (answers) {
-      if (answers[0]) answers[0].results.forEach(addRevision);
+      releaseMarkers.markers.forEach(function (m) { addMarker(m.ts, "release", m.label, false); });
+      if (answers[0]) answers[0].results.forEach(function (revision) {
+        if (Date.parse(revision.created_at) / 1000 < since) return;
+        addRevision(revision);
+        // The list has no diff; the detail says what changed, for the marker's label.
+        api("/api/v1/revisions/" + revision.revision + "/").then(function (detail) {
+          if (detail) { addRevision(detail); render(); }
+        });
+      });
       if (answers[1]) answers[1].results.forEach(function (entry) {
         if (entry.action.indexOf("instance.") === 0 && String(entry.object).indexOf(service) !== -1) {
           addMarker(Date.parse(entry.at) / 1000, "instance", entry.action + " " + entry.object + " by " + entry.actor, false);
@@ -77,16 +90,33 @@
     });
   }
 
-  function addRevision(revision) {
-    var label = "revision " + revision.revision + (revision.comment ? ": " + revision.comment : "") +
-      (revision.author ? " (" + revision.author + ")" : "");
-    addMarker(Date.parse(revision.created_at) / 1000, "revision", label, false);
+  function changes(diff) {
+    return (diff || []).map(function (change) {
+      if (change.added !== undefined) {
+        return change.field + " +" + change.added.length + " −" + change.removed.length;
+      }
+      return change.field + ": " + JSON.stringify(change.before) + " → " + JSON.stringify(change.after);
+    }).join("; ").substring(0, 300);
   }
 
-  function addMarker(ts, kind, label, isLive) {
+  // One marker per revision; a later call with its diff completes the label.
+  function addRevision(revision) {
+    var key = "revision " + revision.revision;
+    var label = key + (revision.comment ? ": " + revision.comment : "") +
+      (revision.author ? " (" + revision.author + ")" : "") +
+      (revision.diff && revision.diff.length ? " — " + changes(revision.diff) : "");
+    markers = markers.filter(function (m) { return m.key !== key || label.length < m.label.length; });
+    if (!markers.some(function (m) { return m.key === key; })) {
+      addMarker(Date.parse(revision.created_at) / 1000, "revision", label, false, key);
+    }
+  }
+
+  function addMarker(ts, kind, label, isLive, key) {
     if (ts < now() - range) return;
-    var duplicate = markers.some(function (m) { return m.kind === kind && m.label === label; });
-    if (!duplicate) markers.push({ ts: ts, kind: kind, label: label, live: isLive });
+    key = key || kind + " " + label;
+    if (!markers.some(function (m) { return m.key === key; })) {
+      markers.push({ ts: ts, kind: kind, label: label, live: isLive, key: key });
+    }
   }
 
   function versions() { return Object.keys(points).sort(); }
@@ -113,8 +143,8 @@
     markers.forEach(function (m) {
       var x = u.valToPos(m.ts, "x", true);
       if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) return;
-      ctx.strokeStyle = m.kind === "revision" ? "#7c3aed" : "#d97706";
-      ctx.setLineDash(m.kind === "revision" ? [4, 3] : [2, 2]);
+      ctx.strokeStyle = MARKER_COLORS[m.kind] || "#d97706";
+      ctx.setLineDash(m.kind === "instance" ? [2, 2] : [4, 3]);
       ctx.lineWidth = 1.5;
       ctx.beginPath();
       ctx.moveTo(x, u.bbox.top);
@@ -243,6 +273,13 @@
   window.graylaneLive.on("instance", function (event) {
     if (event.service !== service) return;
     addMarker(now(), "instance", event.host + ":" + event.port + " (" + event.version + ") " + event.state, true);
+    render();
+  });
+  window.graylaneLive.on("release", function (message) {
+    var release = message.release, event = message.event;
+    if (release.service !== service || releaseMarkers.kinds.indexOf(event.kind) === -1) return;
+    addMarker(Date.parse(event.at) / 1000, "release", "release " + release.id + " " +
+      release.to_version + ": " + event.kind + " (step " + (event.step + 1) + ")", true);
     render();
   });
   window.graylaneLive.on("open", loadHistory);

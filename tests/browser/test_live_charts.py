@@ -117,6 +117,9 @@ def test_v2_errors_pull_its_line_below_v1_live_and_a_revision_is_marked(
             f"'revision {revision}')",
             timeout=10_000,
         )
+        markers = json.loads(page.locator("#traffic").get_attribute("data-markers"))
+        label = next(m["label"] for m in markers if m["label"].startswith(f"revision {revision}"))
+        assert "percent: 0 → 7" in label, label
         assert page.evaluate("window.notReloaded") is True
         screenshot("service-traffic-live")
     assert not traffic.failures, traffic.failures

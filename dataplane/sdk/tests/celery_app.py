@@ -25,7 +25,7 @@ from dataplane.sdk.middleware import GrayFlagASGIMiddleware
 app = Celery("sdk_tests", broker=os.environ["REDIS_URL"], backend=os.environ["REDIS_URL"])
 app.conf.task_default_queue = os.environ.get("SDK_TEST_QUEUE", "sdk-tests")
 app.conf.broker_connection_retry_on_startup = True
-router = celery_flag.install(
+celery_flag.install(
     app,
     "V2",
     fallback=os.environ.get("SDK_TEST_FALLBACK", "true") == "true",
@@ -45,8 +45,6 @@ async def _service(scope, receive, send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"{}"})
         return
-    if router.consumed is not None:
-        router.consumed.start()
     body = json.dumps(await asyncio.to_thread(lambda: who.delay().get(timeout=10))).encode()
     await send({"type": "http.response.start", "status": 200, "headers": []})
     await send({"type": "http.response.body", "body": body})

@@ -2,6 +2,11 @@
 
     python -m dataplane.sdk.tests.flag_app asgi PORT
     python -m dataplane.sdk.tests.flag_app wsgi PORT ECHO_URL
+    python -m dataplane.sdk.tests.flag_app registered PORT REGISTRY_URL VERSION
+
+(`registered`: the ASGI app as instance VERSION of service `chain`, registered through the
+SDK's lifecycle, REGISTRY_USERNAME / REGISTRY_PASSWORD from the environment.) Routes are
+matched by their last path segment, so `/chain/fanout` through the gateway is `/fanout`.
 
 `/echo` answers the flag headers it received; `/flag` the flag in the context; `/fanout`
 (ASGI) reports the flag as seen across every hop the SDK must carry it over, each outgoing
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from wsgiref.simple_server import WSGIRequestHandler, make_server
@@ -20,15 +26,18 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 import httpx
 import uvicorn
 
+from dataplane.registry_client import NamingClient
 from dataplane.sdk.flag import ContextThreadPoolExecutor, current_flag, run_with_flag
 from dataplane.sdk.httpx_flag import httpx_async_hooks, httpx_hooks
+from dataplane.sdk.lifecycle import Lifecycle
 from dataplane.sdk.middleware import GrayFlagASGIMiddleware, GrayFlagWSGIMiddleware
 from dataplane.sdk.requests_flag import gray_session
 
 PORT = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 # The WSGI server is single-threaded (so a flag left set would show in its next request): its
 # calls go to another process's /echo.
-ECHO = sys.argv[3] if len(sys.argv) > 3 else f"http://127.0.0.1:{PORT}/echo"
+REGISTERED = len(sys.argv) > 1 and sys.argv[1] == "registered"
+ECHO = sys.argv[3] if len(sys.argv) > 3 and not REGISTERED else f"http://127.0.0.1:{PORT}/echo"
 carrying_pool = ContextThreadPoolExecutor(2)
 plain_pool = ThreadPoolExecutor(2)
 session = gray_session()
@@ -62,6 +71,7 @@ async def _fanout() -> dict:
     task = asyncio.create_task(in_task())
     await asyncio.sleep(0)
     return {
+        "version": os.environ.get("FLAG_APP_VERSION"),
         "request": current_flag(),
         "create_task": await task,
         "to_thread": await asyncio.to_thread(current_flag),
@@ -87,9 +97,10 @@ async def asgi_app(scope, receive, send) -> None:
     if scope["type"] != "http":
         return
     headers = {name.decode(): value.decode() for name, value in scope["headers"]}
-    if scope["path"] == "/echo":
+    route = scope["path"].rsplit("/", 1)[-1]
+    if route == "echo":
         await _answer(send, _echoed(headers))
-    elif scope["path"] == "/fanout":
+    elif route == "fanout":
         await _answer(send, await _fanout())
     else:
         await _answer(send, {"flag": current_flag()})
@@ -112,7 +123,17 @@ class _Quiet(WSGIRequestHandler):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "asgi":
+    if REGISTERED:
+        registry = NamingClient(
+            sys.argv[3],
+            username=os.environ.get("REGISTRY_USERNAME"),
+            password=os.environ.get("REGISTRY_PASSWORD"),
+        )
+        os.environ["FLAG_APP_VERSION"] = sys.argv[4]
+        app = Lifecycle(GrayFlagASGIMiddleware(asgi_app), service="chain", version=sys.argv[4],
+                        port=PORT, registry=registry)  # fmt: skip
+        uvicorn.run(app, host="127.0.0.1", port=PORT, log_level="warning", lifespan="on")
+    elif sys.argv[1] == "asgi":
         uvicorn.run(GrayFlagASGIMiddleware(asgi_app), host="127.0.0.1", port=PORT,
                     log_level="warning", lifespan="off")  # fmt: skip
     else:

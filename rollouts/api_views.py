@@ -1,0 +1,110 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from rollouts import bundles, services
+from rollouts.filters import ReleaseFilter
+from rollouts.models import Release, ReleaseBundle
+from rollouts.serializers import (
+    BundleCreateSerializer,
+    BundleSerializer,
+    ReleaseCreateSerializer,
+    ReleaseEventSerializer,
+    ReleaseSerializer,
+)
+
+
+def _action(name: str, act=services.act, serializer=ReleaseSerializer, what: str = "release"):
+    def run(self, request, pk=None):
+        target = self.get_object()
+        try:
+            target = act(target.pk, name, actor=request.user.username, source="api")
+        except services.Conflict as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(serializer(target).data)
+
+    # The router dispatches to the view method of this name: set before decorating.
+    run.__name__ = name
+    run.__doc__ = f"`{name}` the {what} (operator); 409 when its state does not allow it."
+    schema = extend_schema(request=None, responses={200: serializer, 409: None})
+    return schema(action(detail=True, methods=["post"], url_path=name, url_name=name)(run))
+
+
+class ReleaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Progressive releases: steps of gray traffic, analysed each interval."""
+
+    queryset = Release.objects.all()
+    serializer_class = ReleaseSerializer
+    filterset_class = ReleaseFilter
+
+    @extend_schema(request=ReleaseCreateSerializer, responses={201: ReleaseSerializer})
+    def create(self, request):
+        form = ReleaseCreateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        try:
+            release = services.create_release(
+                service=data["service"],
+                to_version=data["to_version"],
+                from_version=data.get("from_version"),
+                steps=data["steps"],
+                analysis_settings=data["analysis"],
+                actor=request.user.username,
+                source="api",
+            )
+        except services.Invalid as exc:
+            return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
+        return Response(ReleaseSerializer(release).data, status=status.HTTP_201_CREATED)
+
+    start = _action("start")
+    pause = _action("pause")
+    resume = _action("resume")
+    promote = _action("promote")
+    rollback = _action("rollback")
+    abort = _action("abort")
+
+    @extend_schema(responses=ReleaseEventSerializer(many=True), filters=False)
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def events(self, request, pk=None):
+        """The release's timeline, newest first."""
+        page = self.paginate_queryset(self.get_object().events.all())
+        return self.get_paginated_response(ReleaseEventSerializer(page, many=True).data)
+
+
+def _bundle_action(name: str):
+    return _action(name, bundles.act_bundle, BundleSerializer, "bundle, each release in order")
+
+
+class ReleaseBundleViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
+    """Several services released as one, in dependency order."""
+
+    queryset = ReleaseBundle.objects.all()
+    serializer_class = BundleSerializer
+
+    @extend_schema(request=BundleCreateSerializer, responses={201: BundleSerializer})
+    def create(self, request):
+        form = BundleCreateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        try:
+            bundle = bundles.create_bundle(
+                name=data["name"],
+                members=[dict(member) for member in data["releases"]],
+                steps=data["steps"],
+                analysis_settings=data["analysis"],
+                actor=request.user.username,
+                source="api",
+            )
+        except services.Invalid as exc:
+            return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
+        return Response(BundleSerializer(bundle).data, status=status.HTTP_201_CREATED)
+
+    start = _bundle_action("start")
+    pause = _bundle_action("pause")
+    resume = _bundle_action("resume")
+    promote = _bundle_action("promote")
+    rollback = _bundle_action("rollback")
+    abort = _bundle_action("abort")

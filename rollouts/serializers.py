@@ -1,0 +1,156 @@
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from rollouts import states
+from rollouts.models import Release, ReleaseBundle, ReleaseEvent
+
+MAX_STEPS = 20
+
+
+class StepSerializer(serializers.Serializer):
+    """`{"targeted": true}`: the policy's targeted rules only; `{"percent": N}`: also N % of
+    the users, sticky (the targeted rules keep applying)."""
+
+    targeted = serializers.BooleanField(required=False)
+    percent = serializers.IntegerField(required=False, min_value=1, max_value=100)
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = set(data) - {"targeted", "percent"}
+            if unknown:
+                raise serializers.ValidationError(
+                    {key: ["Unknown field."] for key in sorted(unknown)}
+                )
+        return super().to_internal_value(data)
+
+    def validate(self, attrs):
+        if attrs.get("targeted") is True and "percent" not in attrs:
+            return {"targeted": True}
+        if "percent" in attrs and "targeted" not in attrs:
+            return {"percent": attrs["percent"]}
+        raise serializers.ValidationError('Either {"targeted": true} or {"percent": 1..100}.')
+
+
+class AnalysisSerializer(serializers.Serializer):
+    interval_s = serializers.IntegerField(min_value=5, max_value=300, default=60)
+    min_requests = serializers.IntegerField(min_value=1, default=100)
+    max_error_rate_increase = serializers.FloatField(
+        min_value=0, max_value=100, default=1.0, help_text="Percentage points over prod."
+    )
+    failures_tolerated = serializers.IntegerField(min_value=0, max_value=100, default=1)
+    max_p95_ms = serializers.FloatField(min_value=0, allow_null=True, default=None)
+    deadline_s = serializers.IntegerField(min_value=5, default=3600)
+
+    def validate(self, attrs):
+        if attrs["deadline_s"] < attrs["interval_s"]:
+            raise serializers.ValidationError(
+                {"deadline_s": ["Must be at least interval_s (one interval per step)."]}
+            )
+        return attrs
+
+
+@extend_schema_field({"type": "array", "items": {"type": "object"}})
+class StepsField(serializers.ListField):
+    pass
+
+
+class ReleaseCreateSerializer(serializers.Serializer):
+    service = serializers.CharField(max_length=255)
+    from_version = serializers.CharField(
+        max_length=64, required=False, allow_null=True, default=None
+    )
+    to_version = serializers.CharField(max_length=64)
+    steps = StepSerializer(many=True)
+    analysis = AnalysisSerializer(default=dict)
+
+    def validate_steps(self, steps):
+        if not steps or len(steps) > MAX_STEPS:
+            raise serializers.ValidationError(f"From 1 to {MAX_STEPS} steps.")
+        if any(step.get("targeted") for step in steps[1:]):
+            raise serializers.ValidationError("Only the first step may be the targeted one.")
+        percents = [step["percent"] for step in steps if "percent" in step]
+        if percents != sorted(set(percents)):
+            raise serializers.ValidationError("Percentages must grow from step to step.")
+        return steps
+
+    def validate_analysis(self, value):
+        if not value:  # the default: every setting at its default
+            form = AnalysisSerializer(data={})
+            form.is_valid(raise_exception=True)
+            return dict(form.validated_data)
+        return dict(value)
+
+
+class ReleaseSerializer(serializers.ModelSerializer):
+    steps = serializers.JSONField()
+    analysis = serializers.JSONField()
+    allowed_actions = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Release
+        fields = [
+            "id",
+            "service",
+            "from_version",
+            "to_version",
+            "state",
+            "step",
+            "steps",
+            "analysis",
+            "created_by",
+            "created_at",
+            "updated_at",
+            "allowed_actions",
+            "bundle",
+        ]
+        read_only_fields = fields
+
+    def get_allowed_actions(self, release) -> list[str]:
+        return states.allowed_actions(release.state)
+
+
+class ReleaseEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ReleaseEvent
+        fields = ["at", "kind", "step", "detail"]
+        read_only_fields = fields
+
+
+class BundleMemberSerializer(serializers.Serializer):
+    service = serializers.CharField(max_length=255)
+    to_version = serializers.CharField(max_length=64)
+    from_version = serializers.CharField(
+        max_length=64, required=False, allow_null=True, default=None
+    )
+
+
+class BundleCreateSerializer(serializers.Serializer):
+    """`releases` in dependency order: a service before those that call it."""
+
+    name = serializers.CharField(max_length=100)
+    releases = BundleMemberSerializer(many=True)
+    steps = StepSerializer(many=True)
+    analysis = AnalysisSerializer(default=dict)
+
+    validate_steps = ReleaseCreateSerializer.validate_steps
+    validate_analysis = ReleaseCreateSerializer.validate_analysis
+
+
+class BundleSerializer(serializers.ModelSerializer):
+    state = serializers.SerializerMethodField()
+    releases = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ReleaseBundle
+        fields = ["id", "name", "state", "created_by", "created_at", "releases"]
+        read_only_fields = fields
+
+    def _members(self, bundle) -> list[Release]:
+        return list(bundle.releases.order_by("position"))
+
+    def get_state(self, bundle) -> str:
+        return states.common_state([member.state for member in self._members(bundle)])
+
+    @extend_schema_field(ReleaseSerializer(many=True))
+    def get_releases(self, bundle) -> list:
+        return ReleaseSerializer(self._members(bundle), many=True).data

@@ -1,0 +1,433 @@
+"""Use cases of releases, shared by the API, the pages and the beat job: create, the
+operator's actions, and the analysis of each interval. Every routing change a release makes
+goes through releases.services.set_service_versions (a revision and an audit entry); every
+action and decision is an event on the release's timeline, published live."""
+
+import time
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.dispatch import Signal
+from django.utils import timezone
+
+import events
+from audit import log as audit_log
+from metrics.services import window_figures
+from registry_sync.models import Service
+from releases.documents import effective_versions
+from releases.publishing import load_state
+from releases.services import set_service_versions
+from rollouts import analysis, states
+from rollouts.models import Release, ReleaseEvent
+from rollouts.serializers import ReleaseEventSerializer, ReleaseSerializer
+
+# Samples of second t reach the dashboard a second or two later (the gateways report once a
+# second): a window is analysed only once its last second is this old.
+REPORT_LAG_SECONDS = 2
+# Who the audit log and the revisions name for the analysis' own decisions.
+ANALYSIS_ACTOR = "release-analysis"
+
+
+# Sent after commit with `event` (a ReleaseEvent) when people may want to hear of it; the
+# webhooks listen (rollouts/apps.py).
+release_event = Signal()
+
+
+class Conflict(Exception):
+    """The release's state (or another release of its service) does not allow this: 409."""
+
+
+class Invalid(Exception):
+    """Bad input, DRF style: field -> messages (400)."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        super().__init__(errors)
+        self.errors = errors
+
+
+def create_release(
+    *,
+    service: str,
+    to_version: str,
+    from_version: str | None,
+    steps: list[dict],
+    analysis_settings: dict,
+    actor: str,
+    source: str,
+    bundle=None,
+    position: int = 0,
+) -> Release:
+    """A pending release; `from_version` defaults to the service's prod version."""
+    if not Service.objects.filter(name=service).exists():
+        raise Invalid({"service": [f"No service named {service!r}."]})
+    prod, _ = effective_versions(load_state().document, service)
+    from_version = from_version or prod
+    if from_version == to_version:
+        raise Invalid({"to_version": [f"Must differ from the prod version ({from_version})."]})
+    with transaction.atomic():
+        release = Release.objects.create(
+            service=service,
+            from_version=from_version,
+            to_version=to_version,
+            steps=steps,
+            analysis=analysis_settings,
+            created_by=actor,
+            bundle=bundle,
+            position=position,
+        )
+        _audit(release, actor, source, "release.create", None, _audit_view(release))
+        _event(release, "created", {"steps": steps, "analysis": analysis_settings}, actor)
+    return release
+
+
+def act(release_id: int, action: str, *, actor: str, source: str) -> Release:
+    """start, pause, resume, promote, rollback or abort; Conflict when the state forbids it."""
+    with transaction.atomic():
+        release = Release.objects.select_for_update().get(pk=release_id)
+        if release.state not in states.ACTIONS[action]:
+            raise Conflict(
+                f"A release that is {release.state} cannot {action}; allowed: "
+                + (", ".join(states.allowed_actions(release.state)) or "nothing")
+                + "."
+            )
+        before = _audit_view(release)
+        _ACTIONS[action](release, actor, source)
+        _audit(release, actor, source, f"release.{action}", before, _audit_view(release))
+    return release
+
+
+def _start(release: Release, actor: str, source: str) -> None:
+    gray = load_state().document["gray"]
+    if not (gray["enabled"] and gray["routing"]):
+        raise Conflict("Gray routing is off (policy `enabled` and `routing`): turn it on first.")
+    if Release.objects.filter(service=release.service, state__in=states.ACTIVE).exists():
+        raise Conflict(f"Another release of {release.service} is under way.")
+    release.state = states.RUNNING
+    release.step = 0
+    release.failures = 0
+    release.figures = {}
+    _new_step_clock(release)
+    try:
+        with transaction.atomic():
+            release.save()
+    except IntegrityError:
+        raise Conflict(f"Another release of {release.service} is under way.") from None
+    _route_step(release, actor, source)
+    _event(release, "started", {"routing": release.step_label()}, actor)
+
+
+def _pause(release: Release, actor: str, source: str) -> None:
+    release.state = states.PAUSED
+    release.save()
+    _event(release, "paused", {}, actor)
+
+
+def _resume(release: Release, actor: str, source: str) -> None:
+    release.state = states.RUNNING
+    _new_step_clock(release)  # the paused time counts neither as data nor against the deadline
+    release.save()
+    _event(release, "resumed", {}, actor)
+
+
+def _promote(
+    release: Release,
+    actor: str,
+    source: str,
+    detail: dict | None = None,
+    window_start: int | None = None,
+) -> None:
+    release.ready_at_step = None
+    if release.step + 1 < len(release.steps):
+        release.step += 1
+        release.state = states.RUNNING
+        _new_step_clock(release, window_start)
+        release.save()
+        _route_step(release, actor, source)
+        _event(release, "advanced", {**(detail or {}), "routing": release.step_label()}, actor)
+        return
+    release.state = states.PROMOTED
+    release.save()
+    _route(
+        release,
+        {"prod_version": release.to_version, "gray_version": release.from_version},
+        actor,
+        source,
+        f"{release.to_version} is prod",
+    )
+    _event(release, "promoted", {**(detail or {}), "prod_version": release.to_version}, actor)
+
+
+def _finish_back_to_prod(
+    release: Release, state: str, kind: str, actor: str, source: str, detail: dict
+) -> None:
+    was_active = release.state in states.ACTIVE
+    release.state = state
+    release.save()
+    if was_active:
+        _route(
+            release,
+            {"prod_version": release.from_version, "gray_version": release.to_version},
+            actor,
+            source,
+            f"{kind}: every request to {release.from_version}",
+        )
+    _event(release, kind, {**detail, "prod_version": release.from_version}, actor)
+
+
+def _rollback(release: Release, actor: str, source: str, detail: dict | None = None) -> None:
+    _finish_back_to_prod(release, states.ROLLED_BACK, "rolled_back", actor, source, detail or {})
+
+
+def _abort(release: Release, actor: str, source: str) -> None:
+    _finish_back_to_prod(release, states.ABORTED, "aborted", actor, source, {})
+
+
+_ACTIONS = {
+    "start": _start,
+    "pause": _pause,
+    "resume": _resume,
+    "promote": _promote,
+    "rollback": _rollback,
+    "abort": _abort,
+}
+
+
+def _new_step_clock(release: Release, window_start: int | None = None) -> None:
+    """The deadline counts from now; the next window starts at `window_start` (the end of
+    the window just analysed) or now."""
+    release.step_started_at = timezone.now()
+    release.analysed_until = int(time.time()) if window_start is None else window_start
+
+
+def _route_step(release: Release, actor: str, source: str) -> None:
+    step = release.steps[release.step]
+    _route(
+        release,
+        {
+            "prod_version": release.from_version,
+            "gray_version": release.to_version,
+            "percent": 0 if step.get("targeted") else step["percent"],
+            "targeted": True,
+        },
+        actor,
+        source,
+        f"step {release.step + 1} of {len(release.steps)}: {release.step_label()}",
+    )
+
+
+def _route(release: Release, changes: dict, actor: str, source: str, what: str) -> None:
+    """Back to all-prod and promotion both end with `targeted` false and percent 0: nobody
+    reaches the service's gray version until the next release."""
+    changes = {"percent": 0, "targeted": False, **changes}
+    set_service_versions(
+        release.service,
+        changes,
+        actor=actor,
+        source="release",
+        comment=f"Release {release.pk} of {release.service} {release.to_version}: {what}.",
+    )
+
+
+def _audit_view(release: Release) -> dict:
+    return {"state": release.state, "step": release.step}
+
+
+def _audit(release, actor, source, action, before, after) -> None:
+    audit_log.record(
+        actor=actor,
+        source=source,
+        action=action,
+        object_label=f"release {release.pk} ({release.service} {release.to_version})",
+        before=before,
+        after=after,
+    )
+
+
+def _event(
+    release: Release, kind: str, detail: dict, actor: str, notify: bool = True
+) -> ReleaseEvent:
+    """Record an event, publish it live and (`notify`) tell the webhooks, after commit."""
+    event = ReleaseEvent.objects.create(
+        release=release, kind=kind, step=release.step, detail=detail, actor=actor
+    )
+    if notify:
+        transaction.on_commit(lambda: release_event.send(sender=ReleaseEvent, event=event))
+    live = events.ReleaseChanged(
+        {
+            "release": dict(ReleaseSerializer(release).data),
+            "event": dict(ReleaseEventSerializer(event).data),
+        }
+    )
+    transaction.on_commit(lambda: events.publish(live))
+    return event
+
+
+# -- the analysis -----------------------------------------------------------------------------
+
+
+def analyse_due(now: float | None = None) -> int:
+    """Analyse every running release whose interval has ended, and fail those past their
+    progress deadline. Answers how many were looked at. Safe to run from several workers:
+    each release is locked, and a window is analysed once."""
+    now = time.time() if now is None else now
+    looked = 0
+    for release_id in Release.objects.filter(state__in=states.ANALYSED).values_list(
+        "pk", flat=True
+    ):
+        with transaction.atomic():
+            release = _lock(release_id)
+            if release.state in states.ANALYSED and analyse(release, now):
+                looked += 1
+    return looked
+
+
+def _lock(release_id: int) -> Release:
+    """Lock a release, and first the other releases of its bundle, always in pk order (a
+    bundle's decision may change them all; one order means no deadlock)."""
+    bundle_id = Release.objects.filter(pk=release_id).values_list("bundle_id", flat=True).get()
+    if bundle_id is not None:
+        list(Release.objects.select_for_update().filter(bundle_id=bundle_id).order_by("pk"))
+    return Release.objects.select_for_update().get(pk=release_id)
+
+
+def _bundle_others(release: Release) -> list[Release]:
+    """The other releases of its bundle still under way, in dependency order."""
+    if release.bundle_id is None:
+        return []
+    return list(
+        Release.objects.filter(bundle_id=release.bundle_id, state__in=states.ACTIVE)
+        .exclude(pk=release.pk)
+        .order_by("position")
+    )
+
+
+def _back_to_prod_together(release: Release, state: str, kind: str) -> None:
+    """A bundle fails as one: its other releases go back to prod, in reverse order."""
+    for other in reversed(_bundle_others(release)):
+        reason = f"{release.service} of the same bundle was {kind.replace('_', ' ')}"
+        _finish_back_to_prod(other, state, kind, ANALYSIS_ACTOR, "release", {"reason": reason})
+
+
+def analyse(release: Release, now: float) -> bool:
+    """One interval of a locked release, if one is due; then the deadline."""
+    settings = analysis.Settings.of(release.analysis)
+    first = release.analysed_until or int(now)
+    last = first + settings.interval_s - 1
+    analysed = False
+    if last + 1 + REPORT_LAG_SECONDS <= now:
+        _judge(release, settings, first, last)
+        analysed = True
+    if (
+        release.state in states.ANALYSED
+        and release.step_started_at is not None
+        and timezone.now() - release.step_started_at > timedelta(seconds=settings.deadline_s)
+    ):
+        _finish_back_to_prod(
+            release,
+            states.FAILED,
+            "failed",
+            ANALYSIS_ACTOR,
+            "release",
+            {"reason": f"no progress past step {release.step + 1} in {settings.deadline_s} s"},
+        )
+        _back_to_prod_together(release, states.FAILED, "failed")
+        analysed = True
+    return analysed
+
+
+def _counts(figures) -> analysis.Counts:
+    return analysis.Counts(figures.total, figures.errors, figures.p95())
+
+
+def _judge(release: Release, settings: analysis.Settings, first: int, last: int) -> None:
+    found = window_figures(release.service, [release.to_version, release.from_version], first, last)
+    gray, prod = _counts(found[release.to_version]), _counts(found[release.from_version])
+    so_far = release.figures or {}
+    since_gray = analysis.Counts(**so_far.get("gray", {})).plus(gray)
+    since_prod = analysis.Counts(**so_far.get("prod", {})).plus(prod)
+    verdict = analysis.judge(
+        settings,
+        window_gray=gray,
+        window_prod=prod,
+        since_start_gray=since_gray,
+        since_start_prod=since_prod,
+        failures=release.failures,
+    )
+    release.analysed_until = last + 1
+    release.figures = {
+        "gray": {"total": since_gray.total, "errors": since_gray.errors},
+        "prod": {"total": since_prod.total, "errors": since_prod.errors},
+    }
+    release.failures = verdict.failures
+    detail = {
+        **verdict.detail,
+        "verdict": verdict.outcome,
+        "window_start": first,
+        "window_end": last + 1,
+        "failures": verdict.failures,
+    }
+    if verdict.outcome == analysis.INSUFFICIENT_DATA:
+        already = release.state == states.INSUFFICIENT_DATA  # notified when it began
+        release.state = states.INSUFFICIENT_DATA
+        release.save()
+        _event(release, "insufficient_data", detail, ANALYSIS_ACTOR, notify=not already)
+        return
+    release.state = states.RUNNING
+    together: list[Release] = [release]
+    if release.bundle_id is not None:
+        if verdict.advances:
+            release.ready_at_step = release.step
+        elif verdict.outcome in (analysis.FAILED, analysis.ROLLBACK):
+            release.ready_at_step = None
+        others = _bundle_others(release)
+        waiting = [o.service for o in others if o.ready_at_step != release.step]
+        if verdict.advances and waiting:
+            detail["waiting_for"] = waiting
+        together = sorted([release, *others], key=lambda r: r.position)
+    release.save()
+    _event(release, "analysis", detail, ANALYSIS_ACTOR)
+    if verdict.outcome == analysis.ROLLBACK:
+        _rollback(release, ANALYSIS_ACTOR, "release", {"reason": detail["reason"]})
+        _back_to_prod_together(release, states.ROLLED_BACK, "rolled_back")
+    elif verdict.advances and not detail.get("waiting_for"):
+        # A bundle advances when all its releases are healthy at this step, in order.
+        for member in together:
+            _promote(
+                member,
+                ANALYSIS_ACTOR,
+                "release",
+                {"reason": detail["reason"]} if member is release else {"reason": "bundle"},
+                window_start=last + 1 if member is release else member.analysed_until,
+            )
+
+
+# Release events drawn on the service chart: the decisions, not every interval's analysis.
+MARKER_KINDS = (
+    "started",
+    "advanced",
+    "paused",
+    "resumed",
+    "insufficient_data",
+    "promoted",
+    "rolled_back",
+    "aborted",
+    "failed",
+)
+
+
+def chart_markers(service: str, since_seconds: int = 86400) -> list[dict]:
+    """`[{"ts", "label"}]` of the service's release decisions in the last day, oldest first."""
+    since = timezone.now() - timedelta(seconds=since_seconds)
+    rows = (
+        ReleaseEvent.objects.filter(release__service=service, kind__in=MARKER_KINDS, at__gte=since)
+        .select_related("release")
+        .order_by("at", "id")[:500]
+    )
+    return [
+        {
+            "ts": event.at.timestamp(),
+            "label": f"release {event.release_id} {event.release.to_version}: {event.kind} "
+            f"(step {event.step + 1})",
+        }
+        for event in rows
+    ]

@@ -1,0 +1,36 @@
+"""A release's states and which action may move it where (plain data, no Django)."""
+
+PENDING = "pending"
+RUNNING = "running"
+PAUSED = "paused"
+INSUFFICIENT_DATA = "insufficient_data"
+PROMOTED = "promoted"
+ROLLED_BACK = "rolled_back"
+ABORTED = "aborted"
+FAILED = "failed"
+
+STATES = [PENDING, RUNNING, PAUSED, INSUFFICIENT_DATA, PROMOTED, ROLLED_BACK, ABORTED, FAILED]
+# States in which the release owns its service's routing: at most one per service.
+ACTIVE = (RUNNING, PAUSED, INSUFFICIENT_DATA)
+FINISHED = (PROMOTED, ROLLED_BACK, ABORTED, FAILED)
+# States the analysis works in (paused: the operator holds it).
+ANALYSED = (RUNNING, INSUFFICIENT_DATA)
+
+# action -> the states it may be taken in.
+ACTIONS: dict[str, tuple[str, ...]] = {
+    "start": (PENDING,),
+    "pause": (RUNNING, INSUFFICIENT_DATA),
+    "resume": (PAUSED,),
+    "promote": ACTIVE,
+    "rollback": ACTIVE,
+    "abort": (PENDING, *ACTIVE),
+}
+
+
+def allowed_actions(state: str) -> list[str]:
+    return [action for action, states in ACTIONS.items() if state in states]
+
+
+def common_state(found: list[str]) -> str:
+    """A bundle's state: its releases' common one, or `mixed`."""
+    return found[0] if found and len(set(found)) == 1 else "mixed"

@@ -1,0 +1,60 @@
+import pytest
+
+from metrics import live
+from metrics.samples import Sample
+from registry_sync.models import Instance, Service
+from releases.publishing import load_state
+from releases.services import update_policy
+
+
+@pytest.fixture
+def windows(monkeypatch):
+    """A fresh in-memory live store for the metrics the analysis reads."""
+    store = live.MemoryWindows()
+    monkeypatch.setattr(live, "_configured", store)
+    return store
+
+
+@pytest.fixture
+def record(windows):
+    """`record(version, first_ts, seconds, total, errors)`: that many requests and errors in
+    each of `seconds` seconds from `first_ts`, as a gateway reports them (user-app)."""
+
+    def add(version, first_ts, seconds, total, errors, service="user-app", p95=10.0):
+        windows.accept(
+            "gw-test",
+            [
+                Sample(service, version, ts, total, errors, p95)
+                for ts in range(first_ts, first_ts + seconds)
+            ],
+        )
+
+    return add
+
+
+@pytest.fixture
+def fleet(db):
+    """user-app and order-app with V1 and V2 instances up, gray routing on."""
+    load_state()
+    update_policy(
+        {"enabled": True, "routing": True, "users": ["1001"]},
+        partial=True,
+        actor="setup",
+        source="api",
+        expected_revision=None,
+    )
+    for name in ("user-app", "order-app"):
+        service = Service.objects.create(name=name)
+        for n, version in enumerate(("V1", "V2")):
+            Instance.objects.create(
+                service=service,
+                instance_id=f"10.0.0.{n}#7201#{name}",
+                host=f"10.0.0.{n}",
+                port=7201,
+                version=version,
+                state="UP",
+                metadata={"version": version},
+            )
+
+
+STEPS = [{"targeted": True}, {"percent": 5}, {"percent": 25}, {"percent": 50}, {"percent": 100}]

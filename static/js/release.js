@@ -1,0 +1,72 @@
+// Release page: follows `release` messages from /ws/live/ for this release: its state, the
+// current step, the actions it allows now and new rows of its timeline.
+(function () {
+  "use strict";
+  var island = document.getElementById("release-data");
+  if (!island || !window.graylaneLive) return;
+  var release = JSON.parse(island.textContent);
+  var timeline = document.querySelector("#release-timeline tbody");
+
+  function cell(row, text, className) {
+    var td = document.createElement("td");
+    if (className) td.className = className;
+    td.textContent = text;
+    row.appendChild(td);
+    return td;
+  }
+
+  function figures(window) {
+    if (!window) return "";
+    return window.requests + " req, " + (window.error_rate == null ? "—" : window.error_rate) + " %";
+  }
+
+  function addRow(event) {
+    var empty = timeline.querySelector("td.muted[colspan]");
+    if (empty) empty.parentNode.remove();
+    var detail = event.detail || {};
+    var row = document.createElement("tr");
+    row.dataset.kind = event.kind;
+    cell(row, event.at.substring(11, 19));
+    var kind = cell(row, "");
+    var label = document.createElement("span");
+    label.className = "release-event release-" + event.kind;
+    label.textContent = event.kind;
+    kind.appendChild(label);
+    if (detail.verdict) kind.appendChild(document.createTextNode(" " + detail.verdict));
+    cell(row, String(event.step + 1));
+    cell(row, figures(detail.window && detail.window.gray));
+    cell(row, figures(detail.window && detail.window.prod));
+    cell(row, detail.test ? "+" + detail.test.increase_points + " pts, p=" + detail.test.p_value : "");
+    cell(row, detail.reason || detail.routing || "", "small");
+    timeline.insertBefore(row, timeline.firstChild);
+  }
+
+  function show(current) {
+    var state = document.getElementById("release-state");
+    state.textContent = current.state;
+    state.className = "release-state release-" + current.state;
+    document.querySelectorAll("#release-steps li").forEach(function (li) {
+      var n = Number(li.dataset.step);
+      li.classList.toggle("current", n === current.step);
+      li.classList.toggle("done", n < current.step);
+      if (n === current.step) li.setAttribute("aria-current", "step");
+      else li.removeAttribute("aria-current");
+    });
+    var canOperate = document.getElementById("release-actions").dataset.canOperate === "true";
+    document.querySelectorAll("#release-actions form").forEach(function (form) {
+      form.hidden = !(canOperate && current.allowed_actions.indexOf(form.dataset.action) !== -1);
+    });
+  }
+
+  // Events sent while the socket was down are not replayed: after a reconnect, reload.
+  var opened = false;
+  window.graylaneLive.on("open", function () {
+    if (opened) window.location.reload();
+    opened = true;
+  });
+  window.graylaneLive.on("release", function (message) {
+    if (message.release.id !== release.id) return;
+    addRow(message.event);
+    show(message.release);
+  });
+})();
