@@ -8,7 +8,7 @@ from collections import Counter
 import httpx
 import pytest
 
-from routing_engine import user_bucket
+from routing_engine import service_bucket, service_seed, user_bucket
 from tests.agent_lab import engines, start_agent
 from tests.test_gateway_routing import SEED_RULES, get
 
@@ -150,3 +150,23 @@ def test_per_version_metrics_from_the_access_log_reach_the_dashboard(lab, two_ve
         "V2": [100.0],
     }
     assert totals == {"V1": 6, "V2": 4}
+
+
+def test_a_service_of_its_own_percent_puts_the_engines_users_in_gray(lab, two_versions, engine):
+    """A release step's percent for one service (services.{name}.percent, hashed with the
+    service's name) and targeted false: only the percent sends its requests to gray."""
+    response = httpx.patch(
+        lab.dashboard.url + "/api/v1/services/user-app/",
+        json={"percent": 30, "targeted": False},
+        headers={"Authorization": f"Token {lab.operator_token}"},
+    )
+    assert response.status_code == 200, response.text
+    agent = start_agent(lab, engine)
+    assert get(agent, gray="gray-996").json()["version"] == "V1"  # not targeted
+    users = [f"user-{n}" for n in range(60)]
+    sides = {user: get(agent, **{"X-User-No": user}).json()["version"] for user in users}
+    assert 6 <= Counter(sides.values())["V2"] <= 30
+    if engine == "envoy":  # the engine's buckets for this service (nginx: docs/agent.md)
+        seed = service_seed("user-app")
+        expected = {u: "V2" if service_bucket("user-app", u, seed) < 3000 else "V1" for u in users}
+        assert sides == expected
