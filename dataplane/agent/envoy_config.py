@@ -26,7 +26,7 @@ ROUTE_CONFIG = "graylane"
 POOL_HEADER = "x-graylane-pool"
 GEO_HEADER = "x-graylane-geoip-city"
 SHUTTING_DOWN_HEADER = "x-instance-shutting-down"
-IDEMPOTENT = "GET|HEAD|OPTIONS|TRACE|PUT|DELETE"
+IDEMPOTENT = ("GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE")
 LUA = "envoy.filters.http.lua"
 LUA_PER_ROUTE = "type.googleapis.com/envoy.extensions.filters.http.lua.v3.LuaPerRoute"
 # LuaJIT allows 65,536 constants per function: the users go in chunks of functions.
@@ -269,18 +269,20 @@ def routes(generation: Generation, site: Site) -> dict:
                                 LUA: {"@type": LUA_PER_ROUTE, "disabled": True}
                             },
                         },
-                        {
-                            "match": {
-                                "prefix": "/",
-                                "headers": [
-                                    {
-                                        "name": ":method",
-                                        "string_match": {"safe_regex": {"regex": IDEMPOTENT}},
-                                    }
-                                ],
-                            },
-                            "route": proxied("connect-failure,reset,retriable-headers"),
-                        },
+                        # One route per idempotent method: an exact comparison each, GET
+                        # first, is cheaper per request than one regex.
+                        *(
+                            {
+                                "match": {
+                                    "prefix": "/",
+                                    "headers": [
+                                        {"name": ":method", "string_match": {"exact": method}}
+                                    ],
+                                },
+                                "route": proxied("connect-failure,reset,retriable-headers"),
+                            }
+                            for method in IDEMPOTENT
+                        ),
                         {
                             "match": {"prefix": "/"},
                             "route": proxied(
