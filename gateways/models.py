@@ -55,6 +55,10 @@ class Gateway(models.Model):
     acked_at = models.DateTimeField(null=True, blank=True)
     last_seen = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
+    # What a gateway says it runs in its acks (`python -m dataplane.agent`: "envoy" or
+    # "nginx" and that proxy's version); null for gateways that do not say.
+    engine = models.CharField(max_length=32, null=True, blank=True)
+    engine_version = models.CharField(max_length=64, null=True, blank=True)
     attempts = models.PositiveIntegerField(
         default=0, help_text="Failed delivery attempts since the last success."
     )

@@ -42,6 +42,8 @@ class GatewayStatusSerializer(serializers.ModelSerializer):
             "last_seen",
             "last_error",
             "attempts",
+            "engine",
+            "engine_version",
         ]
         read_only_fields = fields
 

@@ -193,6 +193,23 @@ class GatewayProcess(Process):
         return int(response.text.split()[1]) if response.status_code == 200 else None
 
 
+class AgentProcess(GatewayProcess):
+    """`python -m dataplane.agent --engine <engine>` against a dashboard: the engine serves
+    on the port (its /-/readyz says the generation in force), its files in `workdir`."""
+
+    ready_timeout = 30.0
+
+    def __init__(
+        self, engine: str, dashboard: str, token: str, cache_file: Path, *extra: str, port=0
+    ):
+        workdir = cache_file.with_suffix(".engine")
+        super().__init__(dashboard, token, cache_file, *extra, port=port)
+        self.args[1:3] = ["-m", "dataplane.agent"]
+        self.args += ["--engine", engine, "--workdir", str(workdir)]
+        self.args += ["--admin-port", str(free_port())]
+        self.workdir = workdir
+
+
 PROMETHEUS = "/usr/bin/prometheus"
 
 

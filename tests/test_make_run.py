@@ -14,6 +14,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from dataplane.agent.engines import envoy_binary
+from tests.agent_lab import ENGINE_MISSING
 from tests.processes import BASE_DIR, free_port
 
 PORT_VARIABLES = (
@@ -231,3 +233,22 @@ def test_demo_false_serves_the_dashboard_alone_and_sigterm_stops_it(tmp_path):
     stop(popen, signal.SIGTERM, group=False)  # to make alone: it passes it on
     assert [pid for pid in started if alive(pid)] == [], log_tail(tmp_path)
     assert "stopped 1 process" in log_tail(tmp_path)
+
+
+@pytest.mark.skipif(envoy_binary() is None, reason=ENGINE_MISSING["envoy"])
+def test_make_run_with_gateway_engine_envoy_serves_the_demo_through_envoy(tmp_path):
+    port = free_port()
+    popen, env = make_run(tmp_path, port, DEMO_TRAFFIC_RATE="5", GATEWAY_ENGINE="envoy")
+    try:
+        gateway = f"http://127.0.0.1:{env['GATEWAY_PORT']}"
+        wait_for_hello(gateway, popen, tmp_path)
+        plain = httpx.get(gateway + "/user-app/hello", timeout=5)
+        assert chain(plain.json()) == [("user-app", "V1", "PROD"), ("order-app", "V1", "PROD")]
+        assert "server: envoy" in "\n".join(f"{k}: {v}" for k, v in plain.headers.items())
+        assert httpx.get(gateway + "/-/readyz", timeout=5).text.startswith("generation ")
+    except BaseException:
+        kill_all(popen)
+        raise
+    started = descendants(popen.pid)
+    stop(popen, signal.SIGINT, group=True)
+    assert sorted(pid for pid in started if alive(pid)) == [], log_tail(tmp_path)

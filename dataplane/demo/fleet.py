@@ -5,7 +5,8 @@ fleet, each a child process, until Ctrl-C (SIGINT) or SIGTERM stops them all.
 
 Started in this order, each once the one before answers: the dashboard (uvicorn serving
 graylane.asgi), the four demo instances (user-app and order-app, V1 and V2, registered in the
-embedded registry), the demo gateway (a pull gateway, `python -m dataplane.gateway`), and
+embedded registry), the demo gateway (a pull gateway, `python -m dataplane.gateway`, or with
+GATEWAY_ENGINE=envoy|nginx `python -m dataplane.agent` driving that proxy), and
 the background traffic once the gateway routes. Stopped in the reverse order, so instances
 deregister while the registry still answers. Ports come from the environment (README:
 Configuration): GATEWAY_PORT, USER_APP_V1_PORT, USER_APP_V1B_PORT, USER_APP_V2_PORT,
@@ -192,9 +193,15 @@ class Fleet:
         )
         # The token in the environment, not on the command line every local user can read.
         token = Path(self.args.gateway_token_file).read_text().strip()
-        args = [sys.executable, "-m", "dataplane.gateway", "--dashboard", self.dashboard_url]
+        # GATEWAY_ENGINE=envoy|nginx: the agent drives that proxy as the demo gateway.
+        engine = os.environ.get("GATEWAY_ENGINE", "").strip().lower()
+        module = "dataplane.agent" if engine in ("envoy", "nginx") else "dataplane.gateway"
+        args = [sys.executable, "-m", module, "--dashboard", self.dashboard_url]
         args += ["--name", self.args.gateway_name, "--listen", f"127.0.0.1:{self.gateway_port}"]
         args += ["--cache-file", self.args.gateway_cache_file]
+        if module == "dataplane.agent":
+            workdir = Path(self.args.gateway_cache_file).with_name(f"demo-gateway-{engine}")
+            args += ["--engine", engine, "--workdir", str(workdir)]
         self._start("gateway", args, {**os.environ, "GATEWAY_TOKEN": token})
         routed = self._wait("gateway", self._routes_both_ways, FLEET_READY_TIMEOUT_S)
         self._start(

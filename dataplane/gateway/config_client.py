@@ -13,12 +13,14 @@ per generation, and fail static.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -50,12 +52,20 @@ class ConfigClient:
         *,
         client: httpx.AsyncClient,
         cache_file: Path,
-        install: Callable[[RoutingTable], None],
-        current: Callable[[], RoutingTable | None],
+        install: Callable[[Any], Any],
+        current: Callable[[], Any],
         name: str | None,
         poll_wait: float,
         prod_fallback: bool,
+        compile: Callable[[bytes], Any] | None = None,
+        ack_fields: dict[str, str] | None = None,
     ):
+        """`compile` (run off the event loop) turns a document into what `install` puts
+        in force, both raising ConfigError for one to refuse; `install` may be a coroutine
+        function (the agent's: it returns once the engine runs the new configuration).
+        Default: the Python gateway's RoutingTable. What `current` returns (the one in
+        force) and `compile` returns must have `generation` and `revision`. `ack_fields`
+        go with every ack (the agent's `engine` and `engine_version`)."""
         self.client = client
         self.cache_file = cache_file
         self.install = install
@@ -63,17 +73,26 @@ class ConfigClient:
         self.name = name
         self.poll_wait = poll_wait
         self.prod_fallback = prod_fallback
+        self._compile = compile
+        self.ack_fields = ack_fields or {}
         self.known: int | None = None  # the generation polled for: running or refused
         self.acked: int | None = None
         self.ready = asyncio.Event()  # set once a name is known (for acks and metrics)
         if name:
             self.ready.set()
 
-    async def compile(self, body: bytes) -> RoutingTable:
+    async def compile(self, body: bytes) -> Any:
         loop = asyncio.get_running_loop()
+        if self._compile is not None:
+            return await loop.run_in_executor(None, self._compile, body)
         return await loop.run_in_executor(
             None, RoutingTable.from_document, body, self.current(), self.prod_fallback
         )
+
+    async def _install(self, table: Any) -> None:
+        installed = self.install(table)
+        if inspect.isawaitable(installed):
+            await installed
 
     async def load_cache(self) -> bool:
         """Start from the cached document, if there is a good one."""
@@ -86,10 +105,10 @@ class ConfigClient:
             return False
         try:
             table = await self.compile(body)
+            await self._install(table)
         except ConfigError as exc:
             log.warning("The cached configuration %s is unusable: %s", self.cache_file, exc)
             return False
-        self.install(table)
         self.known = table.generation
         log.info("Routing by the cached configuration, generation %d.", table.generation)
         return True
@@ -141,6 +160,7 @@ class ConfigClient:
     async def apply(self, body: bytes) -> None:
         try:
             table = await self.compile(body)
+            await self._install(table)
         except ConfigError as exc:
             generation = _generation_of(body)
             running = self.current()
@@ -156,7 +176,6 @@ class ConfigClient:
             else:
                 await asyncio.sleep(RETRY_SECONDS[-1])
             return
-        self.install(table)
         self.known = table.generation
         log.info("Routing by generation %d (revision %d).", table.generation, table.revision)
         try:
@@ -174,7 +193,7 @@ class ConfigClient:
                 generation,
             )
             return
-        body: dict = {"generation": generation}
+        body: dict = {**self.ack_fields, "generation": generation}
         if error is not None:
             body["error"] = error
         response = await self.client.post(f"/api/v1/gateways/{self.name}/ack/", json=body)

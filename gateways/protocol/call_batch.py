@@ -39,6 +39,7 @@ class Ack:
     name: str  # the gateway named in the URL
     number: int | None  # the generation it says it runs; None: the body did not say
     error: str | None = None  # set: it refused that generation, and why
+    engine: tuple[str, str] | None = None  # (engine, engine version) it says it runs
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ def answer(calls: list[Poll | Ack]) -> list[Polled | AckRecorded | Refusal]:
     acks: dict[int, int] = {}
     seen: set[int] = set()
     refused: dict[Gateway, str] = {}
+    engines: dict[int, tuple[str, str]] = {}
     answers: list[Polled | AckRecorded | Refusal] = []
     for call in calls:
         gateway = gateways.get(hashes[call.key])
@@ -109,9 +111,17 @@ def answer(calls: list[Poll | Ack]) -> list[Polled | AckRecorded | Refusal]:
                 seen.add(gateway.pk)
                 gateway.last_seen = now
         else:
-            answers.append(_ack(gateway, call, snapshot.number, now, acks, refused))
+            answer_ = _ack(gateway, call, snapshot.number, now, acks, refused)
+            answers.append(answer_)
+            said = call.engine
+            changed = said is not None and (gateway.engine, gateway.engine_version) != said
+            if changed and said is not None and not isinstance(answer_, Refusal):
+                gateway.engine, gateway.engine_version = said
+                engines[gateway.pk] = said
     if acks or seen:
         record_acks(acks, seen=seen - acks.keys())
+    for pk, (engine, version) in engines.items():  # rare: when a gateway changes engine
+        Gateway.objects.filter(pk=pk).update(engine=engine, engine_version=version)
     for gateway, message in refused.items():
         record_failure(gateway, message)
     return answers

@@ -43,6 +43,7 @@ MAX_WAIT = 60.0
 NAME_HEADER = "X-Graylane-Gateway"
 # As long as a recorded delivery error (gateways.acks.MAX_ERROR_LENGTH).
 MAX_ACK_ERROR_LENGTH = 2000
+MAX_ENGINE_LENGTH = 32
 # A generation is a 64-bit integer: more digits than this is no generation (and Python
 # refuses to parse thousands of digits).
 MAX_GENERATION_DIGITS = 19
@@ -170,6 +171,20 @@ def _poll_parameters(query) -> tuple[int, float]:
     return known, wait
 
 
+def _engine(parsed) -> tuple[str, str] | None | bool:
+    """An ack's (engine, engine_version), None when it names none, False when malformed."""
+    if not isinstance(parsed, dict) or ("engine" not in parsed and "engine_version" not in parsed):
+        return None
+    engine, version = parsed.get("engine"), parsed.get("engine_version")
+    if not (isinstance(engine, str) and isinstance(version, str)):
+        return False
+    return (engine, version) if _short_text(engine) and _short_text(version) else False
+
+
+def _short_text(value) -> bool:
+    return isinstance(value, str) and bool(value.strip()) and len(value) <= MAX_ENGINE_LENGTH
+
+
 async def ack(method: str, authorization: str, name: str, body: bytes) -> Answer:
     """`POST gateways/{name}/ack/`."""
     if method != "POST":
@@ -188,6 +203,15 @@ async def ack(method: str, authorization: str, name: str, body: bytes) -> Answer
     bad_error = error is not None and (
         not isinstance(error, str) or not error.strip() or len(error) > MAX_ACK_ERROR_LENGTH
     )
+    engine = _engine(parsed)
+    if engine is False:
+        caller = await call_batch.submit(Poll(key))
+        if isinstance(caller, Refusal):
+            return _refused(caller)
+        if caller.name != name:
+            return _json(403, {"detail": "A gateway acknowledges only for itself."})
+        message = f"Both engine and engine_version, each a text of at most {MAX_ENGINE_LENGTH}."
+        return _json(400, {"engine": [message]})
     if bad_error:
         # Nothing is recorded; the caller is still checked first (401/403 before 400).
         caller = await call_batch.submit(Poll(key))
@@ -197,7 +221,8 @@ async def ack(method: str, authorization: str, name: str, body: bytes) -> Answer
             return _json(403, {"detail": "A gateway acknowledges only for itself."})
         message = f"A non-empty text of at most {MAX_ACK_ERROR_LENGTH} characters, or absent."
         return _json(400, {"error": [message]})
-    answer = await call_batch.submit(Ack(key, name, number, error))
+    said = engine if isinstance(engine, tuple) else None
+    answer = await call_batch.submit(Ack(key, name, number, error, said))
     if isinstance(answer, Refusal):
         return _refused(answer)
     return _json(

@@ -211,3 +211,24 @@ def test_a_burst_of_acks_each_gets_its_own_answer(server, make_gateway):
     assert {r.json()["status"] for r in responses[:30]} == {"in_sync"}
     assert "generation" in responses[-2].json() and "generation" in responses[-1].json()
     assert Gateway.objects.filter(acked_generation=current, acked_at__isnull=False).count() == 30
+
+
+def test_an_ack_may_say_which_engine_runs_the_generation(server, make_gateway):
+    """`python -m dataplane.agent` acks with its engine and version: the gateway's row
+    keeps them; half of the pair, or a non-text, is a 400 that records nothing."""
+    gateway, token, _ = make_gateway("gw-edge")
+    current = current_generation(server, token)
+    url = server.url + "/api/v1/gateways/gw-edge/ack/"
+    for bad in ({"engine": "envoy"}, {"engine": "envoy", "engine_version": 140}):
+        response = httpx.post(url, json={"generation": current, **bad}, headers=auth(token))
+        assert response.status_code == 400 and "engine" in response.json()
+    gateway.refresh_from_db()
+    assert (gateway.acked_generation, gateway.engine) == (0, None)
+    body = {"generation": current, "engine": "envoy", "engine_version": "1.40.0"}
+    assert httpx.post(url, json=body, headers=auth(token)).status_code == 200
+    gateway.refresh_from_db()
+    assert (gateway.acked_generation, gateway.engine, gateway.engine_version) == (
+        current,
+        "envoy",
+        "1.40.0",
+    )

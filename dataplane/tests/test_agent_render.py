@@ -1,0 +1,117 @@
+"""The agent's renderings of one generation, compared with golden files: a change to what
+Envoy or nginx is given shows up as a diff under dataplane/tests/golden/ in review.
+`UPDATE_GOLDEN=1 pytest dataplane/tests/test_agent_render.py` rewrites them."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from dataplane.agent.envoy_config import bootstrap, lua_string, render_envoy
+from dataplane.agent.ir import compile_document
+from dataplane.agent.nginx_config import render_nginx
+from dataplane.agent.site import Site
+from dataplane.gateway.routing import ConfigError
+
+GOLDEN = Path(__file__).parent / "golden"
+SITE = Site(
+    host="0.0.0.0",
+    port=8080,
+    admin_port=8081,
+    directory=Path("/var/lib/graylane/engine"),
+    trusted_proxies=("10.0.0.0/8",),
+    geoip="/usr/share/GeoIP/GeoLite2-City.mmdb",
+)
+
+
+def document(**gray) -> dict:
+    instances = [
+        {"id": "a", "host": "10.0.0.5", "port": 7201, "version": "V1", "weight": 1.0},
+        {"id": "b", "host": "10.0.0.6", "port": 7201, "version": "V1", "weight": 2.0},
+        {"id": "c", "host": "10.0.0.7", "port": 7201, "version": "V2", "weight": 1.0},
+    ]
+    return {
+        "generation": 153,
+        "revision": 7,
+        "checksum": "c0ffee",
+        "gray": {
+            "enabled": True,
+            "routing": True,
+            "header": {"name": "gray", "value": "gray-996"},
+            "ips": ["127.0.0.1", "10.1.0.0/16", "2001:db8::/32"],
+            "cities": ["local", "Beijing"],
+            "users": ["1001", "~1002", 'quote"d'],
+            "user_header": "X-User-No",
+            "city_header": "X-City",
+            "percent": 5,
+            **gray,
+        },
+        "versions": {"prod": "V1", "gray": "V2"},
+        "services": {
+            "user-app": {"prod": "V1", "gray": "V2", "instances": instances},
+            "order-app": {"prod": "V1", "gray": "V2", "instances": [], "percent": 25},
+            "pay-app": {"prod": "V1", "gray": "V2", "instances": instances[2:], "targeted": False},
+        },
+    }
+
+
+def compiled(**gray):
+    return compile_document(json.dumps(document(**gray)).encode())
+
+
+def check(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert path.read_text() == text, f"{name} changed: UPDATE_GOLDEN=1 rewrites it"
+
+
+def test_the_compiled_form_has_a_pool_per_version_and_the_fallback_applied():
+    generation = compiled()
+    assert [pool.name for pool in generation.pools] == [
+        "pay-app",
+        "pay-app.V2",
+        "user-app",
+        "user-app.V1",
+        "user-app.V2",
+    ]
+    routes = {route.service: route for route in generation.routes}
+    assert routes["user-app"].pools == {
+        "PROD": "user-app.V1",
+        "GRAY": "user-app.V2",
+        "ALL": "user-app",
+    }
+    assert routes["order-app"].pools == {"PROD": None, "GRAY": None, "ALL": None}
+    assert routes["order-app"].percent == 25 and routes["order-app"].salted
+    assert routes["pay-app"].pools["GRAY"] == "pay-app.V2" and not routes["pay-app"].targeted
+    weights = [e.weight for e in generation.pools[3].endpoints]
+    assert weights == [100, 200]
+
+
+def test_a_document_the_gateway_refuses_the_agent_refuses():
+    bad = document()
+    bad["services"]["user-app"]["prod"] = ""
+    with pytest.raises(ConfigError, match="services.user-app.prod"):
+        compile_document(json.dumps(bad).encode())
+    bad = document()
+    bad["services"]["user-app"]["percent"] = 101
+    with pytest.raises(ConfigError, match="percent"):
+        compile_document(json.dumps(bad).encode())
+
+
+def test_envoy_golden():
+    files = render_envoy(compiled(), SITE)
+    check("envoy-cds.json", files["cds.json"])
+    check("envoy-rds.json", files["rds.json"])
+    check("envoy-bootstrap.json", json.dumps(bootstrap(SITE), indent=1, sort_keys=True) + "\n")
+
+
+def test_nginx_golden():
+    check("nginx.conf", render_nginx(compiled(), SITE))
+    check("nginx-disabled.conf", render_nginx(compiled(enabled=False), SITE))
+
+
+def test_lua_literals_cannot_be_broken_out_of():
+    assert lua_string('a"b\\c\n') == '"a\\034b\\092c\\010"'
+    assert lua_string("北") == '"\\229\\140\\151"'

@@ -1,0 +1,164 @@
+"""The engines under the agent, as real processes: a configuration the engine refuses is
+reported in its own words and the one in force keeps routing; a swap of configurations
+under keep-alive load fails no request (Envoy)."""
+
+import asyncio
+import dataclasses
+import json
+import threading
+import time
+
+import httpx
+import pytest
+
+from dataplane.agent.engines import NGINX, EnvoyEngine, NginxEngine, envoy_binary
+from dataplane.agent.ir import Endpoint, compile_document
+from dataplane.agent.site import Site
+from dataplane.gateway.routing import ConfigError
+from tests.agent_lab import engines, start_agent
+from tests.gateway_lab import UpstreamFleet
+from tests.processes import free_port
+from tests.test_gateway_routing import SEED_RULES
+
+
+def generation_of(number: int, upstreams, users=()) -> object:
+    instances = [
+        {"id": u.name, "host": "127.0.0.1", "port": u.port, "version": u.version, "weight": 1}
+        for u in upstreams
+    ]
+    document = {
+        "generation": number,
+        "revision": 1,
+        "checksum": str(number),
+        "gray": {
+            **SEED_RULES,
+            "users": list(users),
+            "user_header": "X-User-No",
+            "city_header": "X-City",
+            "percent": 0,
+        },
+        "services": {"user-app": {"prod": "V1", "gray": "V2", "instances": instances}},
+    }
+    return compile_document(json.dumps(document).encode())
+
+
+def make_engine(engine: str, tmp_path):
+    site = Site("127.0.0.1", free_port(), free_port(), tmp_path / engine)
+    site.directory.mkdir()
+    if engine == "envoy":
+        return EnvoyEngine(site, envoy_binary())
+    return NginxEngine(site, NGINX, reload_interval=0.1)
+
+
+@pytest.mark.parametrize("engine", engines())
+def test_a_configuration_the_engine_refuses_leaves_the_one_in_force(engine, tmp_path):
+    with UpstreamFleet() as fleet:
+        v1, v2 = fleet.add("V1"), fleet.add("V2")
+        proxy = make_engine(engine, tmp_path)
+        url = f"http://127.0.0.1:{proxy.site.port}"
+
+        async def run() -> str:
+            await proxy.install(generation_of(1, [v1, v2]))
+            good = generation_of(2, [v1, v2], users=["1001"])
+            # What the dashboard can send but the engine will not take: for nginx a host
+            # it cannot resolve, for Envoy an endpoint weight of 0.
+            pool = good.pools[1]
+            if engine == "nginx":
+                bad_endpoint = Endpoint("no-such-host.invalid", 80, 100)
+            else:
+                bad_endpoint = dataclasses.replace(pool.endpoints[0], weight=0)
+            bad = dataclasses.replace(
+                good,
+                pools=(
+                    good.pools[0],
+                    dataclasses.replace(pool, endpoints=(bad_endpoint,)),
+                    *good.pools[2:],
+                ),
+            )
+            try:
+                with pytest.raises(ConfigError) as refused:
+                    await proxy.install(bad)
+                answer = await asyncio.to_thread(
+                    httpx.get, url + "/user-app/hello", headers={"X-User-No": "1001"}
+                )
+                assert answer.json()["version"] == "V1"  # generation 1: no user rule
+                assert (
+                    await asyncio.to_thread(httpx.get, url + "/-/readyz")
+                ).text == "generation 1\n"
+                await proxy.install(good)
+                answer = await asyncio.to_thread(
+                    httpx.get, url + "/user-app/hello", headers={"X-User-No": "1001"}
+                )
+                assert answer.json()["version"] == "V2"
+                return str(refused.value)
+            finally:
+                await proxy.stop()
+
+        message = asyncio.run(run())
+    if engine == "nginx":
+        assert message.startswith(
+            'nginx refused it: host not found in upstream "no-such-host.invalid:80"'
+        )
+    else:
+        assert message.startswith("envoy refused it: Proto constraint validation failed")
+        assert "LoadBalancingWeight: value must be greater than or equal to 1" in message
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("engine", engines())
+def test_ten_configuration_swaps_under_keep_alive_load(lab, engine):
+    """Clients on kept-alive connections while the policy and the instance list change ten
+    times, each change acked only once in force: Envoy fails none of their requests."""
+    upstreams = [lab.instance("user-app", "V1"), lab.instance("user-app", "V2")]
+    lab.sync()
+    lab.policy(**SEED_RULES)
+    # A generation made in this process (lab.sync) reaches the server's pollers by Redis, or
+    # by their next poll without it: short polls.
+    agent = start_agent(lab, engine, "--poll-wait", "1")
+    stop = threading.Event()
+    outcomes: list[str] = []
+
+    def client() -> None:
+        with httpx.Client(base_url=agent.url, timeout=5) as session:
+            while not stop.is_set():
+                try:
+                    status = session.get("/user-app/hello", headers={"X-User-No": "7"}).status_code
+                    outcomes.append(str(status))
+                except httpx.HTTPError as exc:
+                    outcomes.append(type(exc).__name__)
+
+    threads = [threading.Thread(target=client) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        for change in range(10):
+            if change % 2:
+                for upstream in upstreams:  # the heartbeat that keeps them in the registry
+                    lab.register("user-app", upstream.port, upstream.version)
+                upstreams.append(lab.instance("user-app", "V2"))
+                lab.sync()
+            else:
+                lab.policy(users=[str(change)])
+            row = _in_sync(agent, lab)
+        assert row["last_error"] == ""
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+    failed = [o for o in outcomes if o != "200"]
+    print(f"{engine}: {len(outcomes)} requests, {len(failed)} failed: {set(failed)}")
+    assert len(outcomes) > 200
+    if engine == "envoy":
+        assert failed == []
+    else:  # nginx: a reload closes idle kept-alive connections (docs/agent.md)
+        assert len(failed) <= 10 * len(threads)
+
+
+def _in_sync(agent, lab) -> dict:
+    name = next(name for name, token in lab.tokens.items() if token in agent.args)
+    for _ in range(200):
+        row = lab.gateway_row(name)
+        if row["status"] == "in_sync" and agent.generation() == row["acked_generation"]:
+            return row
+        time.sleep(0.05)
+    raise AssertionError(f"not in sync: {row}")
