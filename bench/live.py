@@ -40,18 +40,14 @@ import argparse
 import asyncio
 import bisect
 import collections
-import contextlib
 import json
 import math
 import os
 import random
 import re
-import shutil
 import signal
 import sys
-import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -65,17 +61,12 @@ from bench.measure import (  # noqa: E402
     PERCENTILE_METHOD,
     Clock,
     bench_database_name,
-    create_bench_database,
-    drop_bench_database,
     percentile,
     session_cpu_seconds,
     summary,
 )
 from bench.servers import (  # noqa: E402
-    close_django_connections,
-    delete_redis_keys,
-    setup_django,
-    stop_processes,
+    bench_run,
 )
 from tests.processes import AsgiServer, CeleryWorker, django_env  # noqa: E402
 
@@ -306,23 +297,9 @@ async def run(args, database: str, var_dir: str, processes: list) -> dict:
 
 
 def measure(args) -> tuple[str, dict]:
-    with contextlib.ExitStack() as cleanup:  # undone in reverse order, whatever happens
-        var_dir = tempfile.mkdtemp(prefix="graylane-bench-live-")
-        cleanup.callback(shutil.rmtree, var_dir, ignore_errors=True)
-        prefix = f"graylane-bench-{uuid.uuid4().hex}"
-        if args.redis:
-            cleanup.callback(delete_redis_keys, args.redis, prefix)
-        if args.database:
-            database = args.database
-            cleanup.callback(drop_bench_database, database)
-            create_bench_database(database)
-        else:
-            database = f"sqlite:///{var_dir}/bench.sqlite3"
-        setup_django(database, var_dir, prefix, args.redis)
-        cleanup.callback(close_django_connections)
-        processes: list = []
-        cleanup.callback(stop_processes, processes)
-        result = asyncio.run(run(args, database, var_dir, processes))
+    with bench_run("live", args.database, args.redis) as bench:
+        database = bench.database
+        result = asyncio.run(run(args, database, bench.var_dir, bench.processes))
     return database, result
 
 

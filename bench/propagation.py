@@ -30,20 +30,16 @@ prefix, the PostgreSQL database.
 
 import argparse
 import asyncio
-import contextlib
 import functools
 import gc
 import http.client
 import itertools
 import json
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -56,19 +52,15 @@ from bench.measure import (  # noqa: E402
     PERCENTILE_METHOD,
     Clock,
     bench_database_name,
-    create_bench_database,
-    drop_bench_database,
     percentile,
     session_cpu_seconds,
     summary,
     tail_warning,
 )
 from bench.servers import (  # noqa: E402
+    bench_run,
     close_django_connections,
-    delete_redis_keys,
     read_message,
-    setup_django,
-    stop_processes,
 )
 from tests.fakes.receiver import PushGateway  # noqa: E402
 from tests.processes import AsgiServer, CeleryWorker, django_env  # noqa: E402
@@ -396,23 +388,9 @@ def main() -> None:
 
 def measure(args) -> tuple[str, Result, list[float]]:
     """The run, with everything it makes removed again, whatever happens."""
-    with contextlib.ExitStack() as cleanup:  # undone in reverse order, whatever happens
-        var_dir = tempfile.mkdtemp(prefix="graylane-bench-propagation-")
-        cleanup.callback(shutil.rmtree, var_dir, ignore_errors=True)
-        prefix = f"graylane-bench-{uuid.uuid4().hex}"
-        if args.redis:
-            cleanup.callback(delete_redis_keys, args.redis, prefix)
-        if args.database:
-            database = args.database
-            cleanup.callback(drop_bench_database, database)
-            create_bench_database(database)
-        else:
-            database = f"sqlite:///{var_dir}/bench.sqlite3"
-        setup_django(database, var_dir, prefix, args.redis)
-        cleanup.callback(close_django_connections)
-        processes: list = []
-        cleanup.callback(stop_processes, processes)
-        result = asyncio.run(run(args, database, var_dir, processes))
+    with bench_run("propagation", args.database, args.redis) as bench:
+        database = bench.database
+        result = asyncio.run(run(args, database, bench.var_dir, bench.processes))
         floor = floor_round_trips_ms()
     return database, result, floor
 

@@ -13,9 +13,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from bench.measure import create_bench_database, drop_bench_database
 from tests.processes import BASE_DIR, AsgiServer, django_env
 
 WRK_MISSING = "no wrk: it comes from Debian (apt-get install -y wrk)"
@@ -78,6 +81,13 @@ def serve(factory: str, template: Path, **extra: str) -> Iterator[BenchServer]:
 # -- a bench's own database, directory and Redis prefix, in this process ----------------------
 
 
+@dataclass
+class BenchRun:
+    database: str  # its DATABASE_URL
+    var_dir: str
+    processes: list  # started children to stop on leaving (each with .stop())
+
+
 def delete_redis_keys(url: str, prefix: str) -> None:
     """Every key under this run's prefix (celery's queues and bindings, the channel layer)."""
     import redis
@@ -123,6 +133,32 @@ def stop_processes(processes: list) -> None:
     for process in reversed(processes):
         with contextlib.suppress(Exception):
             process.stop()
+
+
+@contextlib.contextmanager
+def bench_run(kind: str, database_url: str | None, redis_url: str | None) -> Iterator[BenchRun]:
+    """A bench's own temporary directory, database (`database_url`, a PostgreSQL database
+    made anew whose name must say it is a bench one, or SQLite in the directory), Redis keys
+    under a prefix of this run's, and this process's Django set up on them; on leaving,
+    whatever happens, the child processes put in `processes` are stopped and all of it is
+    removed again, in reverse order."""
+    with contextlib.ExitStack() as cleanup:
+        var_dir = tempfile.mkdtemp(prefix=f"graylane-bench-{kind}-")
+        cleanup.callback(shutil.rmtree, var_dir, ignore_errors=True)
+        prefix = f"graylane-bench-{uuid.uuid4().hex}"
+        if redis_url:
+            cleanup.callback(delete_redis_keys, redis_url, prefix)
+        if database_url:
+            database = database_url
+            cleanup.callback(drop_bench_database, database)
+            create_bench_database(database)
+        else:
+            database = f"sqlite:///{var_dir}/bench.sqlite3"
+        setup_django(database, var_dir, prefix, redis_url)
+        cleanup.callback(close_django_connections)
+        run = BenchRun(database, var_dir, [])
+        cleanup.callback(stop_processes, run.processes)
+        yield run
 
 
 # -- the load ----------------------------------------------------------------------------------

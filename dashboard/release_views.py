@@ -54,16 +54,9 @@ def _create(request, form: ReleaseForm) -> Release | None:
     if not body.is_valid():
         form.add_api_errors(body.errors)
         return None
-    data = body.validated_data
     try:
         release = services.create_release(
-            service=data["service"],
-            to_version=data["to_version"],
-            from_version=data.get("from_version"),
-            steps=data["steps"],
-            analysis_settings=data["analysis"],
-            actor=request.user.username,
-            source="ui",
+            **body.release_fields(), actor=request.user.username, source="ui"
         )
     except services.Invalid as exc:
         form.add_api_errors(exc.errors)

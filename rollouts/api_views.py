@@ -42,16 +42,9 @@ class ReleaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     def create(self, request):
         form = ReleaseCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        data = form.validated_data
         try:
             release = services.create_release(
-                service=data["service"],
-                to_version=data["to_version"],
-                from_version=data.get("from_version"),
-                steps=data["steps"],
-                analysis_settings=data["analysis"],
-                actor=request.user.username,
-                source="api",
+                **form.release_fields(), actor=request.user.username, source="api"
             )
         except services.Invalid as exc:
             return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)

@@ -80,6 +80,17 @@ class ReleaseCreateSerializer(serializers.Serializer):
             return dict(form.validated_data)
         return dict(value)
 
+    def release_fields(self) -> dict:
+        """The validated release as services.create_release() takes it (API and page)."""
+        data = self.validated_data
+        return {
+            "service": data["service"],
+            "to_version": data["to_version"],
+            "from_version": data.get("from_version"),
+            "steps": data["steps"],
+            "analysis_settings": data["analysis"],
+        }
+
 
 class ReleaseSerializer(serializers.ModelSerializer):
     steps = serializers.JSONField()

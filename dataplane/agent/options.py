@@ -9,7 +9,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from dataplane.gateway.options import _boolean, _listen, _networks, _positive, default_cache_file
+from dataplane.cli import env_option, gateway_options, positive
+from dataplane.gateway.options import default_cache_file
 
 ENGINES = ("envoy", "nginx")
 
@@ -46,37 +47,15 @@ def parse(argv: list[str] | None = None, environ=os.environ) -> Options:
         "from the dashboard's gateway documents (docs/agent.md).",
     )
 
-    def option(flag, env, help, default=None, required=False, **kwargs):
-        value = environ.get(env, default)
-        parser.add_argument(
-            flag,
-            default=value,
-            required=required and value is None,
-            help=f"{help} [env {env}" + (f", default {default}]" if default is not None else "]"),
-            **kwargs,
-        )
+    option = env_option(parser, environ)
 
     option("--engine", "GATEWAY_ENGINE", "the proxy to drive", required=True, choices=ENGINES)
-    option("--dashboard", "GATEWAY_DASHBOARD", "the dashboard's base URL", required=True)
-    option("--token", "GATEWAY_TOKEN", "this gateway's token", required=True)
-    option(
-        "--listen",
-        "GATEWAY_LISTEN",
-        "HOST:PORT the engine serves on",
-        "127.0.0.1:8080",
-        type=_listen,
-    )
+    gateway_options(option, listen_help="HOST:PORT the engine serves on")
     option(
         "--admin-port",
         "AGENT_ADMIN_PORT",
         "loopback port of Envoy's admin interface (default: the listen port + 1)",
         type=int,
-    )
-    option("--name", "GATEWAY_NAME", "this gateway's name (default: from the first poll)")
-    option(
-        "--cache-file",
-        "GATEWAY_CACHE_FILE",
-        "the last good document (default: $XDG_CACHE_HOME/graylane/gateway-<port>.json)",
     )
     option(
         "--workdir",
@@ -85,55 +64,26 @@ def parse(argv: list[str] | None = None, environ=os.environ) -> Options:
         "directory)",
     )
     option("--binary", "AGENT_ENGINE_BINARY", "the engine's executable (default: found)")
-    option("--geoip", "GEOIP_DATABASE", "a GeoIP2/GeoLite2 City database (.mmdb)")
-    option(
-        "--trusted-proxies",
-        "TRUSTED_PROXIES",
-        "comma-separated CIDRs whose X-Forwarded-For and city header are believed",
-        "",
-        type=_networks,
-    )
-    option(
-        "--metrics-interval",
-        "GATEWAY_METRICS_INTERVAL",
-        "seconds between metric reports",
-        "1",
-        type=_positive,
-    )
-    option(
-        "--poll-wait",
-        "GATEWAY_POLL_WAIT",
-        "seconds each long poll waits (at most 60)",
-        "30",
-        type=_positive,
-    )
     option(
         "--request-timeout",
         "GATEWAY_REQUEST_TIMEOUT",
         "seconds an instance has to answer",
         "30",
-        type=_positive,
-    )
-    option(
-        "--connect-timeout",
-        "GATEWAY_CONNECT_TIMEOUT",
-        "seconds to connect to an instance",
-        "2",
-        type=_positive,
+        type=positive,
     )
     option(
         "--reload-interval",
         "AGENT_RELOAD_INTERVAL",
         "nginx: least seconds between two reloads (changes in between are coalesced)",
         "1",
-        type=_positive,
+        type=positive,
     )
     option(
         "--worker-shutdown-timeout",
         "AGENT_WORKER_SHUTDOWN_TIMEOUT",
         "nginx: seconds an old worker may keep serving after a reload",
         "10",
-        type=_positive,
+        type=positive,
     )
     option(
         "--workers",
@@ -141,14 +91,6 @@ def parse(argv: list[str] | None = None, environ=os.environ) -> Options:
         "the engine's workers (Envoy threads, nginx processes); default: one per core",
         type=int,
     )
-    option(
-        "--prod-fallback",
-        "GATEWAY_PROD_FALLBACK",
-        "send GRAY requests to prod when a service has no gray instance",
-        "true",
-        type=_boolean,
-    )
-    option("--log-level", "GATEWAY_LOG_LEVEL", "logging level", "INFO")
     args = parser.parse_args(argv)
     host, port = args.listen
     workdir = (

@@ -1,0 +1,48 @@
+"""The command lines of the gateway and the agent: the options they share have the same names
+and environment variables, the command line wins over the environment, bad values stop it."""
+
+import pytest
+
+from dataplane.agent import options as agent_options
+from dataplane.gateway import options as gateway_options
+
+REQUIRED = {"GATEWAY_DASHBOARD": "http://127.0.0.1:8000/", "GATEWAY_TOKEN": "t0k3n"}
+
+
+def test_the_environment_stands_in_for_flags_and_the_command_line_wins():
+    environ = {**REQUIRED, "GATEWAY_LISTEN": "127.0.0.1:9100", "GATEWAY_POLL_WAIT": "90"}
+    options = gateway_options.parse([], environ=environ)
+    assert (options.dashboard, options.token) == ("http://127.0.0.1:8000", "t0k3n")
+    assert (options.host, options.port) == ("127.0.0.1", 9100)
+    assert options.poll_wait == 60.0  # the long poll's most
+    assert options.cache_file.name == "gateway-9100.json"
+    options = gateway_options.parse(["--listen", "[::1]:9200", "--prod-fallback", "no"], environ)
+    assert (options.host, options.port, options.prod_fallback) == ("::1", 9200, False)
+
+
+def test_the_agent_takes_the_gateways_shared_options_by_the_same_names():
+    argv = ["--engine", "nginx", "--trusted-proxies", "10.0.0.0/8", "--name", "edge-1"]
+    environ = {**REQUIRED, "GATEWAY_METRICS_INTERVAL": "2", "AGENT_WORKDIR": "/tmp/agent-x"}
+    options = agent_options.parse(argv, environ=environ)
+    assert (options.engine, options.name, options.trusted_proxies) == (
+        "nginx",
+        "edge-1",
+        "10.0.0.0/8",
+    )
+    assert options.metrics_interval == 2.0 and options.admin_port == options.port + 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--listen", "8080"],
+        ["--listen", "host:99999"],
+        ["--trusted-proxies", "10.0.0.0/8,not-a-network"],
+        ["--poll-wait", "0"],
+        ["--prod-fallback", "maybe"],
+    ],
+)
+def test_bad_values_stop_it_with_a_message(argv, capsys):
+    with pytest.raises(SystemExit):
+        gateway_options.parse(argv, environ=REQUIRED)
+    assert "error:" in capsys.readouterr().err
