@@ -110,12 +110,13 @@ def test_an_instance_taken_offline_in_the_dashboard_gets_no_more_calls(fleet, da
     user_v1, _, order_v2 = fleet
     token = manage(var_dir, "issue_token", "olga", "--role", "operator").strip().splitlines()[-1]
     api = httpx.Client(base_url=dashboard.url, headers={"Authorization": f"Token {token}"})
-    instance_id = wait_for(  # once the registry sync has seen it
-        lambda: {
-            row["port"]: row["id"]
-            for row in api.get("/api/v1/services/order-app/instances/").json()["results"]
-        }.get(order_v2.port)
-    )
+
+    def order_v2_id() -> int | None:  # once the registry sync has seen it (404 until then)
+        answer = api.get("/api/v1/services/order-app/instances/")
+        rows = answer.json()["results"] if answer.status_code == 200 else []
+        return {row["port"]: row["id"] for row in rows}.get(order_v2.port)
+
+    instance_id = wait_for(order_v2_id)
 
     def gray_goes_to() -> str:
         return hello(user_v1, **{"X-Gray-Status": "GRAY"}).json()["downstream"]["version"]
