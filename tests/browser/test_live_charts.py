@@ -14,6 +14,7 @@ import pytest
 from accounts.models import ApiToken
 from gateways.models import Gateway
 from registry_sync.models import Service
+from tests.gateway_lab import FAIL_SUFFIX, Lab, UpstreamFleet
 
 pytestmark = pytest.mark.browser
 
@@ -57,6 +58,40 @@ class Traffic:
     def _run(self) -> None:
         while not self.stop.wait(0.5):
             self.send(int(time.time()) - 1)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stop.set()
+        self.thread.join(5)
+        self.client.close()
+
+
+class GatewayTraffic:
+    """Real requests through a real gateway process, a few every 50 ms: plain ones (PROD:
+    V1) and ones with the gray header (GRAY: V2), `gray_failing` of every 10 gray ones to
+    a path the instance answers with 500."""
+
+    def __init__(self, gateway_url: str):
+        self.client = httpx.Client(base_url=gateway_url, timeout=5)
+        self.gray_failing = 0
+        self.answers: list[tuple[str, int]] = []  # (version, status)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        n = 0
+        while not self.stop.wait(0.05):
+            n += 1
+            failing = n % 10 < self.gray_failing
+            for headers, path in (
+                ({}, "/user-app/hello"),
+                ({"gray": "gray-996"}, "/user-app/hello" + (FAIL_SUFFIX if failing else "")),
+            ):
+                answer = self.client.get(path, headers=headers)
+                self.answers.append((answer.json()["version"], answer.status_code))
 
     def __enter__(self):
         self.thread.start()
@@ -143,3 +178,44 @@ def test_the_overview_shows_each_versions_live_success_and_the_gray_delta(
         assert row.locator('.version-health[data-version="V2"] svg.sparkline').count() == 1
         assert "90.00 %" in row.locator('.version-health[data-version="V2"]').inner_text()
     assert not traffic.failures, traffic.failures
+
+
+def test_real_v2_errors_through_the_gateway_pull_its_line_below_v1_live(
+    page, asgi_server, make_user, make_gateway, make_role_user, log_in, tmp_path
+):
+    """The whole path a user sees: requests through the gateway process, its per-second
+    reports to the ingestion API, the live windows, the beat's metrics messages over
+    /ws/live/, and the chart's lines."""
+    with UpstreamFleet() as fleet:
+        lab = Lab(asgi_server, fleet, make_user, make_gateway, tmp_path)
+        try:
+            lab.instance("user-app", "V1")
+            lab.instance("user-app", "V2")
+            lab.sync()
+            lab.policy(enabled=True, routing=True, header={"name": "gray", "value": "gray-996"})
+            gateway = lab.start_gateway()
+            make_role_user("vera", "viewer")
+            with GatewayTraffic(gateway.url) as traffic:
+                log_in("vera")
+                page.goto("/services/user-app/")
+                page.evaluate("window.notReloaded = true")
+                page.wait_for_function(
+                    "() => { const l = JSON.parse(document.getElementById('chart-success')"
+                    ".dataset.last || '{}'); return l.V1 && l.V2 && l.V1.value === 100"
+                    " && l.V2.value === 100; }",
+                    timeout=20_000,
+                )
+                traffic.gray_failing = 5  # half of V2's requests answer 500 from now on
+                page.wait_for_function(
+                    "() => { const l = JSON.parse(document.getElementById('chart-success')"
+                    ".dataset.last || '{}'); return l.V1 && l.V2 && l.V2.value < 80"
+                    " && l.V1.value === 100; }",
+                    timeout=20_000,
+                )
+                assert page.evaluate("window.notReloaded") is True
+            served = {version for version, _ in traffic.answers}
+            assert served == {"V1", "V2"}
+            assert all(status == 200 for version, status in traffic.answers if version == "V1")
+            assert any(status == 500 for version, status in traffic.answers if version == "V2")
+        finally:
+            lab.stop()
