@@ -5,6 +5,7 @@ from metrics.samples import Sample
 from registry_sync.models import Instance, Service
 from releases.publishing import load_state
 from releases.services import update_policy
+from rollouts import services
 
 
 @pytest.fixture
@@ -58,3 +59,26 @@ def fleet(db):
 
 
 STEPS = [{"targeted": True}, {"percent": 5}, {"percent": 25}, {"percent": 50}, {"percent": 100}]
+
+
+def started_release():
+    """A running release of user-app to V2 over STEPS, as an operator starts one by the API."""
+    release = services.create_release(
+        service="user-app",
+        to_version="V2",
+        from_version=None,
+        steps=STEPS,
+        analysis_settings={
+            "interval_s": 5,
+            "min_requests": 10,
+            "max_error_rate_increase": 1.0,
+            "failures_tolerated": 1,
+            "max_p95_ms": None,
+            "deadline_s": 60,
+        },
+        actor="olga",
+        source="api",
+    )
+    services.act(release.pk, "start", actor="olga", source="api")
+    release.refresh_from_db()
+    return release

@@ -8,9 +8,9 @@ import pytest
 
 from gateways import signing
 from gateways.tests.conftest import celery_worker  # noqa: F401
-from rollouts import services, webhooks
+from rollouts import webhooks
 from rollouts.models import ReleaseEvent, Webhook, WebhookDelivery
-from rollouts.tests.conftest import STEPS
+from rollouts.tests.conftest import started_release
 from tests.fakes.http_fake import FakeHTTPServer, FakeRequest, FakeResponse, json_reply
 
 SECRET = "webhook-secret-for-tests"
@@ -40,34 +40,13 @@ def receiver():
         yield server
 
 
-def make_release():
-    release = services.create_release(
-        service="user-app",
-        to_version="V2",
-        from_version=None,
-        steps=STEPS,
-        analysis_settings={
-            "interval_s": 5,
-            "min_requests": 10,
-            "max_error_rate_increase": 1.0,
-            "failures_tolerated": 1,
-            "max_p95_ms": None,
-            "deadline_s": 60,
-        },
-        actor="olga",
-        source="api",
-    )
-    services.act(release.pk, "start", actor="olga", source="api")
-    return release
-
-
 @pytest.mark.django_db
 def test_generic_and_slack_bodies_are_signed_and_logged(receiver, fleet):
     generic = Webhook.objects.create(name="ci", url=receiver.url + "/hook", secret=SECRET)
     slack = Webhook.objects.create(
         name="chat", url=receiver.url + "/slack", kind=Webhook.SLACK, secret=SECRET
     )
-    release = make_release()
+    release = started_release()
     started = release.events.get(kind="started")
     assert webhooks.deliver(generic.pk, started.pk, attempt=1)
     assert webhooks.deliver(slack.pk, started.pk, attempt=1)
@@ -87,7 +66,7 @@ def test_generic_and_slack_bodies_are_signed_and_logged(receiver, fleet):
 def test_a_refused_or_unreachable_delivery_is_logged_with_its_error(receiver, fleet):
     wrong = Webhook.objects.create(name="wrong", url=receiver.url + "/", secret="not-it")
     gone = Webhook.objects.create(name="gone", url="http://127.0.0.1:9/nothing")
-    event = make_release().events.get(kind="started")
+    event = started_release().events.get(kind="started")
     assert not webhooks.deliver(wrong.pk, event.pk, attempt=1)
     assert not webhooks.deliver(gone.pk, event.pk, attempt=2)
     refused = WebhookDelivery.objects.get(webhook=wrong)
@@ -112,7 +91,7 @@ def test_the_worker_notifies_and_retries_with_backoff(receiver, fleet, celery_wo
     Webhook.objects.create(name="ci", url=receiver.url + "/hook", secret=SECRET)
     Webhook.objects.create(name="off", url=receiver.url + "/off", secret=SECRET, enabled=False)
     receiver.fail_with(503)
-    release = make_release()
+    release = started_release()
     started = ReleaseEvent.objects.get(release=release, kind="started")
     wait_for(lambda: WebhookDelivery.objects.filter(event=started).exists(), timeout=5)
     receiver.fail_with(None)
@@ -132,7 +111,7 @@ def test_the_worker_notifies_and_retries_with_backoff(receiver, fleet, celery_wo
 @pytest.mark.django_db
 def test_the_delivery_log_is_on_the_release_page(receiver, fleet, client, make_user):
     hook = Webhook.objects.create(name="ci-hook", url=receiver.url + "/hook", secret=SECRET)
-    event = make_release().events.get(kind="started")
+    event = started_release().events.get(kind="started")
     receiver.fail_with(500)
     webhooks.deliver(hook.pk, event.pk, attempt=1)
     receiver.fail_with(None)
