@@ -9,14 +9,12 @@ import functools
 import logging
 import signal
 
-import httpx
-
 from dataplane.agent.access_log import AccessLogTail
 from dataplane.agent.engines import NGINX, Engine, EnvoyEngine, NginxEngine, envoy_binary
 from dataplane.agent.ir import compile_document
 from dataplane.agent.options import Options
 from dataplane.agent.site import Site
-from dataplane.gateway.config_client import ConfigClient
+from dataplane.gateway.config_client import ConfigClient, dashboard_client
 from dataplane.gateway.metrics import Metrics
 from dataplane.gateway.reporter import Reporter
 
@@ -50,11 +48,7 @@ async def serve(options: Options) -> None:
     engine = make_engine(options)
     metrics = Metrics()
     tail = AccessLogTail(engine.site.access_log, metrics, lambda: engine.running)
-    async with httpx.AsyncClient(
-        base_url=options.dashboard,
-        headers={"Authorization": f"Token {options.token}"},
-        timeout=5.0,
-    ) as client:
+    async with dashboard_client(options.dashboard, options.token) as client:
         config = ConfigClient(
             client=client,
             cache_file=options.cache_file,

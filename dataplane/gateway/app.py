@@ -8,9 +8,7 @@ import gc
 import logging
 import signal
 
-import httpx
-
-from dataplane.gateway.config_client import ConfigClient
+from dataplane.gateway.config_client import ConfigClient, dashboard_client
 from dataplane.gateway.metrics import Metrics
 from dataplane.gateway.options import Options
 from dataplane.gateway.proxy import ClientConnection, Context
@@ -69,11 +67,7 @@ async def serve(options: Options) -> None:
         # still freed, by reference counting.
         gc.freeze()
 
-    async with httpx.AsyncClient(
-        base_url=options.dashboard,
-        headers={"Authorization": f"Token {options.token}"},
-        timeout=5.0,
-    ) as client:
+    async with dashboard_client(options.dashboard, options.token) as client:
         config = ConfigClient(
             client=client,
             cache_file=options.cache_file,

@@ -46,6 +46,13 @@ def write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
+def dashboard_client(dashboard: str, token: str) -> httpx.AsyncClient:
+    """The HTTP client a gateway (or the agent) calls its dashboard with, as itself."""
+    return httpx.AsyncClient(
+        base_url=dashboard, headers={"Authorization": f"Token {token}"}, timeout=5.0
+    )
+
+
 class ConfigClient:
     def __init__(
         self,
