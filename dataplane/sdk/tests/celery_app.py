@@ -5,9 +5,9 @@
     celery -A dataplane.sdk.tests.celery_app worker -Q <queue>.V2       # gray worker
     uvicorn dataplane.sdk.tests.celery_app:service                      # publishes
 
-`GET /task` publishes `who` under the request's flag and answers what it returned: the flag
-the task saw and the worker (WORKER_NAME) that ran it. The queue is SDK_TEST_QUEUE, so
-parallel runs on one Redis do not meet.
+`GET /task` (or `/{service}/task`, through a gateway) publishes `who` under the request's
+flag and answers what it returned: the flag the task saw and the worker (WORKER_NAME) that
+ran it. The queue is SDK_TEST_QUEUE, so parallel runs on one Redis do not meet.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def who() -> dict:
 async def _service(scope, receive, send) -> None:
     if scope["type"] != "http":
         return
-    if scope["path"] != "/task":
+    if not scope["path"].endswith("/task"):  # `/task`, or `/{service}/task` via a gateway
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"{}"})
         return

@@ -1,0 +1,48 @@
+"""The full link into a task queue: a request through the real gateway reaches a service on
+the SDK, which publishes a Celery task under the gateway's decision (real Redis broker, real
+`celery worker` processes); a gray request's task runs on the gray worker, a prod request's
+on the prod one."""
+
+import httpx
+import pytest
+
+from dataplane.sdk.tests.test_celery_flag import REDIS_URL, Publisher, Worker, environment
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        not REDIS_URL,
+        reason="needs a Redis broker: set REDIS_URL (CI sets redis://127.0.0.1:6379/3)",
+    ),
+]
+GRAY = {"gray": "gray-996"}
+
+
+def test_a_gray_request_through_the_gateway_runs_its_task_on_the_gray_worker(lab):
+    env = environment()
+    queue = env["SDK_TEST_QUEUE"]
+    with (
+        Worker("prod", queue, env),
+        Worker("gray", f"{queue}.V2", env),
+        Publisher(env) as publisher,
+    ):
+        lab.register("task-app", publisher.port, "V1")
+        lab.sync()
+        lab.policy(enabled=True, routing=True, header={"name": "gray", "value": "gray-996"})
+        gateway = lab.start_gateway()
+
+        def task_of(headers: dict) -> dict:
+            answer = httpx.get(gateway.url + "/task-app/task", headers=headers, timeout=15)
+            assert answer.status_code == 200, answer.text
+            return answer.json()
+
+        # The first gray tasks may fall back to prod until the publisher's probe has seen
+        # the gray worker; it is cached after that.
+        for _ in range(20):
+            if task_of(GRAY)["worker"] == "gray":
+                break
+        for _ in range(3):
+            assert task_of(GRAY) == {"flag": "GRAY", "worker": "gray"}
+            assert task_of({}) == {"flag": "PROD", "worker": "prod"}
+            # A caller cannot choose its own flag: the gateway decides, and this is PROD.
+            assert task_of({"X-Gray-Status": "GRAY"}) == {"flag": "PROD", "worker": "prod"}
