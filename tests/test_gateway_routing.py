@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.gateway_lab import HANG_UP, HOP_HEADERS, SHUTTING_DOWN, SILENT, Lab, UpstreamFleet
+from tests.gateway_lab import HANG_UP, HOP_HEADERS, SHUTTING_DOWN, SILENT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GEOIP_TEST_DB = Path(__file__).parent / "data" / "geoip" / "GeoIP2-City-Test.mmdb"
@@ -22,25 +22,6 @@ SEED_RULES = {
     "cities": [],
     "users": [],
 }
-
-
-@pytest.fixture
-def lab(server, make_user, make_gateway, tmp_path):
-    with UpstreamFleet() as fleet:
-        lab = Lab(server, fleet, make_user, make_gateway, tmp_path)
-        try:
-            yield lab
-        finally:
-            lab.stop()
-
-
-@pytest.fixture
-def two_versions(lab):
-    """user-app at V1 and V2, one instance each, routable, and the seed's header rule."""
-    v1, v2 = lab.instance("user-app", "V1"), lab.instance("user-app", "V2")
-    lab.sync()
-    lab.policy(**SEED_RULES)
-    return v1, v2
 
 
 def get(gateway, path="/user-app/hello", **headers) -> httpx.Response:

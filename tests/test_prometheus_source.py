@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from gateways.tests.conftest import wait_until
-from tests.gateway_lab import FAIL_SUFFIX, Lab, UpstreamFleet
+from tests.gateway_lab import FAIL_SUFFIX
 from tests.processes import PROMETHEUS, PrometheusProcess, free_port
 
 pytestmark = [
@@ -42,16 +42,6 @@ def prometheus(gateway_port, tmp_path_factory):
     directory = tmp_path_factory.mktemp("prometheus")
     with PrometheusProcess(directory, [f"127.0.0.1:{gateway_port}"], "/-/metrics") as process:
         yield process
-
-
-@pytest.fixture
-def lab(server, make_user, make_gateway, tmp_path):
-    with UpstreamFleet() as fleet:
-        lab = Lab(server, fleet, make_user, make_gateway, tmp_path)
-        try:
-            yield lab
-        finally:
-            lab.stop()
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import connection
 
 from rollouts.models import Release
-from tests.gateway_lab import FAILING_FIFTH, OK, Lab, UpstreamFleet, auth
+from tests.gateway_lab import FAILING_FIFTH, OK, auth
 from tests.processes import AsgiServer, CeleryWorker, database_url, django_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -84,16 +84,6 @@ class Traffic:
     def __exit__(self, *exc_info):
         self.stopping.set()
         self.thread.join(10)
-
-
-@pytest.fixture
-def lab(server, make_user, make_gateway, tmp_path):
-    with UpstreamFleet() as fleet:
-        lab = Lab(server, fleet, make_user, make_gateway, tmp_path)
-        try:
-            yield lab
-        finally:
-            lab.stop()
 
 
 def start_release(lab) -> dict:
