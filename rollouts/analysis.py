@@ -8,18 +8,29 @@ interval's own window, and everything since the release started (the windows add
 
 - Too few gray requests in the window (or, since the start, too few prod requests to
   compare with): `insufficient_data`. Never a verdict, never an advance.
-- Otherwise a one-sided test of H0 "p_gray <= p_prod + margin" (margin: the allowed
-  increase of the error rate) on the figures since the start, Agresti-Caffo adjusted
-  (one error and one success added to each version, which keeps the variance sane with
-  zero errors and small samples) with a continuity correction. p <= ALPHA: `failed`.
-  `healthy` (the step advances) only when the opposite test shows, at
-  ADVANCE_CONFIDENCE, that gray is within the margin; in between: `inconclusive` (stay,
-  gather more). A gray p95 above max_p95_ms in the window also fails the interval.
+- Otherwise two tests on the figures since the start, with the rates Agresti-Caffo
+  adjusted (one error and one success added to each version, which keeps the variance
+  sane with zero errors and small samples):
+  - Wald's sequential probability ratio: how much likelier the figures are if gray's
+    error rate exceeds prod's by twice the margin (the allowed increase) than if the two
+    are equal; 1/ALPHA or more fails. It catches a small increase in much traffic within
+    a few intervals.
+  - A one-sided z test of "gray exceeds prod by more than the margin" (continuity
+    corrected) at Z_ALPHA. It catches a large increase in little traffic, where the ratio
+    against a fixed "twice the margin" grows slowly.
+  Either: `failed`. `healthy` (the step advances) only when the opposite of the z test
+  shows, at ADVANCE_CONFIDENCE, that gray is within the margin; in between:
+  `inconclusive` (stay, gather more). A gray p95 above max_p95_ms in the window also
+  fails the interval.
 - Failures beyond `failures_tolerated`: `rollback`.
 
-Why the figures since the start: a per-interval test on 500 requests cannot tell a 0.5
-point increase from noise; the sum of the windows can, and because H0 carries the margin,
-looking again each interval does not pile up false alarms (bench/analysis.py).
+Why tests on the figures since the start: a per-interval test on 500 requests cannot
+tell a 0.5 point increase from noise; the sum of the windows can. Looking again each
+interval does not pile up false alarms: a healthy version's likelihood ratio ever reaches
+1/ALPHA with probability at most ALPHA however often it is looked at (Wald's bound), and
+the z test's margin pulls a healthy version's z further down at every look. The
+margin is the sequential test's point of indifference: a version worse by less drifts
+towards staying, one worse by more towards rollback (bench/analysis.py measures both).
 """
 
 from __future__ import annotations
@@ -28,9 +39,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-# One-sided significance per look. bench/analysis.py: with failures_tolerated=1, under
-# 1 % false rollbacks of a healthy version over 1,000 simulated releases at every volume.
+# The most often the sequential test fails an interval of a healthy version (gray as good
+# as prod) over the whole release: it fails one at a likelihood ratio of 1/ALPHA.
 ALPHA = 0.01
+# The z test's level per look: it is there for large increases, which reach it anyway, so
+# it adds little to ALPHA.
+Z_ALPHA = 0.001
 # A step advances once the figures show, at this confidence, that gray is not worse than
 # prod by the margin or more (a non-inferiority test); short of that it waits.
 ADVANCE_CONFIDENCE = 0.8
@@ -82,9 +96,14 @@ class Counts:
 @dataclass(frozen=True)
 class Test:
     difference: float  # observed error rate increase, adjusted, as a fraction
+    likelihood_ratio: float  # P(figures | worse by twice the margin) / P(figures | equal)
     z: float
     p_value: float  # of H0 "not worse by more than the margin"
     p_not_worse: float  # of H0 "worse by the margin or more" (small: shown not worse)
+
+    @property
+    def fails(self) -> bool:
+        return self.likelihood_ratio >= 1 / ALPHA or self.p_value <= Z_ALPHA
 
 
 def normal_sf(z: float) -> float:
@@ -92,17 +111,27 @@ def normal_sf(z: float) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 
-def one_sided_test(gray: Counts, prod: Counts, margin: float) -> Test:
-    """H0: p_gray - p_prod <= margin (fractions) against H1: it is larger."""
+def compare(gray: Counts, prod: Counts, margin: float) -> Test:
+    """Gray against prod on their figures so far, `margin` (a fraction, > 0) the allowed
+    increase of gray's error rate."""
     n_g, n_p = gray.total + 2, prod.total + 2
     p_g, p_p = (gray.errors + 1) / n_g, (prod.errors + 1) / n_p
     variance = p_g * (1 - p_g) / n_g + p_p * (1 - p_p) / n_p
-    difference = p_g - p_p
-    correction = 0.5 * (1 / n_g + 1 / n_p)
     se = math.sqrt(variance)
+    difference = p_g - p_p
+    # The difference is about normal with this variance: the log of the ratio of its
+    # densities at "worse by 2 x margin" and at "equal".
+    worse = 2 * margin
+    log_ratio = worse * (difference - worse / 2) / variance
+    correction = 0.5 * (1 / n_g + 1 / n_p)
     z = (difference - margin - correction) / se
-    p_not_worse = normal_sf((margin - difference - correction) / se)
-    return Test(difference=difference, z=z, p_value=normal_sf(z), p_not_worse=p_not_worse)
+    return Test(
+        difference=difference,
+        likelihood_ratio=math.exp(min(log_ratio, 700.0)),
+        z=z,
+        p_value=normal_sf(z),
+        p_not_worse=normal_sf((margin - difference - correction) / se),
+    )
 
 
 @dataclass
@@ -146,21 +175,24 @@ def judge(
             f"fewer than {settings.min_requests}"
         )
         return Verdict(INSUFFICIENT_DATA, failures, detail)
-    test = one_sided_test(since_start_gray, since_start_prod, margin)
+    test = compare(since_start_gray, since_start_prod, margin)
     detail["test"] = {
-        "name": "one-sided two-proportion z (Agresti-Caffo, continuity corrected)",
+        "name": "sequential probability ratio (Wald) and one-sided z, two proportions "
+        "Agresti-Caffo adjusted",
         "increase_points": round(100 * test.difference, 4),
+        "likelihood_ratio": float(f"{test.likelihood_ratio:.4g}"),
+        "rollback_ratio": 1 / ALPHA,
         "z": round(test.z, 4),
         "p_value": round(test.p_value, 6),
-        "alpha": ALPHA,
+        "alpha": Z_ALPHA,
         "p_not_worse": round(test.p_not_worse, 6),
         "advance_confidence": ADVANCE_CONFIDENCE,
     }
     reasons = []
-    if test.p_value <= ALPHA:
+    if test.fails:
         reasons.append(
             f"error rate higher than prod by more than {settings.max_error_rate_increase} "
-            f"points (p={test.p_value:.4g})"
+            f"points (likelihood ratio {test.likelihood_ratio:.3g}, p={test.p_value:.4g})"
         )
     if (
         settings.max_p95_ms is not None

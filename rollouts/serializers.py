@@ -34,8 +34,9 @@ class StepSerializer(serializers.Serializer):
 class AnalysisSerializer(serializers.Serializer):
     interval_s = serializers.IntegerField(min_value=5, max_value=300, default=60)
     min_requests = serializers.IntegerField(min_value=1, default=100)
+    # Above 0: the sequential test weighs "worse by twice this" against "equal".
     max_error_rate_increase = serializers.FloatField(
-        min_value=0, max_value=100, default=1.0, help_text="Percentage points over prod."
+        min_value=0.01, max_value=100, default=1.0, help_text="Percentage points over prod."
     )
     failures_tolerated = serializers.IntegerField(min_value=0, max_value=100, default=1)
     max_p95_ms = serializers.FloatField(min_value=0, allow_null=True, default=None)

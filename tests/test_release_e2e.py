@@ -157,7 +157,8 @@ def test_a_gray_version_answering_20_percent_errors_is_rolled_back(lab):
     gray = decisive["detail"]["since_start"]["gray"]
     assert gray["requests"] >= ANALYSIS["min_requests"]
     assert 10 < gray["error_rate"] < 30
-    assert decisive["detail"]["test"]["p_value"] <= 0.01
+    test = decisive["detail"]["test"]
+    assert test["likelihood_ratio"] >= test["rollback_ratio"] or test["p_value"] <= test["alpha"]
     assert Release.objects.get(pk=release["id"]).state == "rolled_back"
 
 

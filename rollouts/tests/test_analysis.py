@@ -8,8 +8,8 @@ from rollouts.analysis import (
     ROLLBACK,
     Counts,
     Settings,
+    compare,
     judge,
-    one_sided_test,
 )
 
 SETTINGS = Settings(min_requests=100, max_error_rate_increase=1.0, failures_tolerated=1)
@@ -35,7 +35,7 @@ def test_equal_error_rates_with_enough_traffic_advance():
         "error_rate": 1.0,
         "p95_ms": None,
     }
-    assert 0 < result.detail["test"]["p_value"] < 1
+    assert result.detail["test"]["likelihood_ratio"] < 1
 
 
 def test_an_empty_or_tiny_window_never_advances():
@@ -50,7 +50,7 @@ def test_an_empty_or_tiny_window_never_advances():
 def test_a_clearly_worse_gray_fails_and_is_rolled_back_after_the_tolerated_failures():
     first = verdict((1000, 200), (1000, 10))
     assert (first.outcome, first.failures) == (FAILED, 1)
-    assert first.detail["test"]["p_value"] < 0.01
+    assert first.detail["test"]["likelihood_ratio"] >= first.detail["test"]["rollback_ratio"]
     second = verdict((1000, 200), (1000, 10), failures=first.failures)
     assert (second.outcome, second.failures) == (ROLLBACK, 2)
 
@@ -68,9 +68,16 @@ def test_within_the_margin_is_healthy_beyond_it_is_not():
 
 
 def test_the_test_is_one_sided():
-    better = one_sided_test(Counts(1000, 0), Counts(1000, 50), margin=0.0)
-    worse = one_sided_test(Counts(1000, 50), Counts(1000, 0), margin=0.0)
-    assert better.p_value > 0.99 and worse.p_value < 0.001
+    better = compare(Counts(1000, 0), Counts(1000, 50), margin=0.01)
+    worse = compare(Counts(1000, 50), Counts(1000, 0), margin=0.01)
+    assert better.likelihood_ratio < 1e-6 and worse.likelihood_ratio > 1e6
+
+
+def test_the_margin_is_the_point_of_indifference():
+    # 100,000 requests each: 0.8 points worse leans to staying, 1.2 points worse to rollback.
+    below = compare(Counts(100_000, 1800), Counts(100_000, 1000), margin=0.01)
+    above = compare(Counts(100_000, 2200), Counts(100_000, 1000), margin=0.01)
+    assert below.likelihood_ratio < 1 < above.likelihood_ratio
 
 
 def test_a_slow_gray_fails_on_p95():

@@ -56,6 +56,7 @@ def test_create_answers_the_release_with_defaults(api, fleet):
         ({"steps": [{"colour": "red"}]}, "steps"),
         ({"analysis": {"interval_s": 4}}, "analysis"),
         ({"analysis": {"interval_s": 60, "deadline_s": 30}}, "analysis"),
+        ({"analysis": {"max_error_rate_increase": 0}}, "analysis"),
     ],
 )
 def test_bad_input_is_400_with_the_field_and_nothing_is_made(api, fleet, changes, field):

@@ -36,7 +36,8 @@
     cell(row, String(event.step + 1));
     cell(row, figures(detail.window && detail.window.gray));
     cell(row, figures(detail.window && detail.window.prod));
-    cell(row, detail.test ? "+" + detail.test.increase_points + " pts, p=" + detail.test.p_value : "");
+    cell(row, detail.test ? "+" + detail.test.increase_points + " pts, ratio " +
+      detail.test.likelihood_ratio + ", p=" + detail.test.p_value : "");
     cell(row, detail.reason || detail.routing || "", "small");
     timeline.insertBefore(row, timeline.firstChild);
   }
