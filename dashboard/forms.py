@@ -207,7 +207,7 @@ class BundleForm(_RolloutForm):
 
     name = forms.CharField(label="Bundle name")
     releases = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3}),
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "order-app V2\nuser-app V2"}),
         label="Releases, in dependency order",
         help_text="One per line: service, new version, optionally the from version (empty: "
         "prod); a service before those that call it",

@@ -18,7 +18,7 @@ from rollouts.serializers import BundleCreateSerializer, ReleaseCreateSerializer
 
 from .forms import BundleForm, ReleaseForm
 
-# Bundles on the releases page, newest first (each release's page links to its own).
+# Bundles on the releases page, newest first; an older one is a link on its releases' pages.
 LISTED_BUNDLES = 25
 
 

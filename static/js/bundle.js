@@ -10,17 +10,27 @@
     shown[release.id] = release;
   });
 
+  // After an action's form is sent its own events arrive before its answer: a reload then
+  // would race the redirect (and eat its message), which shows them anyway.
+  var leaving = false;
+  document.addEventListener("submit", function () {
+    leaving = true;
+  });
+  function reload() {
+    if (!leaving) window.location.reload();
+  }
+
   // Events sent while the socket was down are not replayed: after a reconnect, reload.
   var opened = false;
   window.graylaneLive.on("open", function () {
-    if (opened) window.location.reload();
+    if (opened) reload();
     opened = true;
   });
   window.graylaneLive.on("release", function (message) {
     var before = shown[message.release.id];
     if (!before) return;
     if (before.state !== message.release.state || before.step !== message.release.step) {
-      window.location.reload();
+      reload();
     }
   });
 })();
