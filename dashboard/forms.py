@@ -1,4 +1,5 @@
 from django import forms
+from rest_framework.settings import api_settings
 
 from releases.documents import policy_of
 
@@ -101,13 +102,40 @@ class SimulateForm(forms.Form):
     user = forms.CharField(required=False)
 
 
-class ReleaseForm(forms.Form):
-    """A new release. Steps as text ("targeted, 5, 25, 50, 100"); validation is the API's
-    (rollouts.serializers), so the page and the API accept the same releases."""
+NON_FIELD = api_settings.NON_FIELD_ERRORS_KEY
+ANALYSIS_FIELDS = (
+    "interval_s",
+    "min_requests",
+    "max_error_rate_increase",
+    "failures_tolerated",
+    "max_p95_ms",
+    "deadline_s",
+)
 
-    service = forms.CharField(label="Service")
-    to_version = forms.CharField(label="New version (gray)")
-    from_version = forms.CharField(required=False, label="From version (empty: prod)")
+
+def _api_messages(field: str, messages) -> list[str]:
+    """A DRF error of one field as lines; an item of a list field (a step, a bundle's
+    release), keyed by its index, is "<item> n: <its field>: <message>"."""
+    if isinstance(messages, list) and any(isinstance(m, dict) for m in messages):
+        messages = dict(enumerate(messages))
+    if not isinstance(messages, dict):
+        return [str(m) for m in messages] if isinstance(messages, list) else [str(messages)]
+    item = {"steps": "step", "releases": "release"}.get(field, field)
+    lines = []
+    for key, value in messages.items():
+        if isinstance(key, int):
+            prefix = f"{item} {key + 1}: "
+        else:
+            prefix = "" if key == NON_FIELD else f"{key}: "
+        lines += [prefix + line for line in _api_messages(field, value)]
+    return lines
+
+
+class _RolloutForm(forms.Form):
+    """The steps and analysis settings a release and a bundle share. Steps as text
+    ("targeted, 5, 25, 50, 100"); validation is the API's (rollouts.serializers), so the
+    pages and the API accept the same input."""
+
     steps = forms.CharField(
         initial="targeted, 5, 25, 50, 100",
         label="Steps",
@@ -121,7 +149,6 @@ class ReleaseForm(forms.Form):
     failures_tolerated = forms.IntegerField(initial=1, label="Failed intervals tolerated")
     max_p95_ms = forms.FloatField(required=False, label="Maximum p95 (ms, optional)")
     deadline_s = forms.IntegerField(initial=3600, label="Progress deadline per step (s)")
-    start = forms.BooleanField(required=False, initial=True, label="Start now")
 
     def clean_steps(self) -> list[dict]:
         steps: list[dict] = []
@@ -137,26 +164,9 @@ class ReleaseForm(forms.Form):
                 raise forms.ValidationError(f"{word!r} is neither 'targeted' nor a percentage.")
         return steps
 
-    def api_body(self) -> dict:
+    def rollout_body(self) -> dict:
         data = self.cleaned_data
-        analysis = {
-            key: data[key]
-            for key in (
-                "interval_s",
-                "min_requests",
-                "max_error_rate_increase",
-                "failures_tolerated",
-                "max_p95_ms",
-                "deadline_s",
-            )
-        }
-        return {
-            "service": data["service"],
-            "to_version": data["to_version"],
-            "from_version": data["from_version"] or None,
-            "steps": data["steps"],
-            "analysis": analysis,
-        }
+        return {"steps": data["steps"], "analysis": {key: data[key] for key in ANALYSIS_FIELDS}}
 
     def add_api_errors(self, errors: dict) -> None:
         """The API serializer's errors, on the fields they concern."""
@@ -164,9 +174,64 @@ class ReleaseForm(forms.Form):
             if field == "analysis" and isinstance(messages, dict):
                 self.add_api_errors(messages)
                 continue
-            if isinstance(messages, dict | list) and messages and isinstance(messages[0], dict):
-                messages = [f"step {n + 1}: {m}" for n, m in enumerate(messages) if m]
-            elif isinstance(messages, dict):
-                messages = [f"{k}: {v}" for k, v in messages.items()]
-            for message in messages if isinstance(messages, list) else [messages]:
-                self.add_error(field if field in self.fields else None, str(message))
+            for message in _api_messages(field, messages):
+                self.add_error(field if field in self.fields else None, message)
+
+
+class ReleaseForm(_RolloutForm):
+    """A new release."""
+
+    field_order = ["service", "to_version", "from_version"]
+
+    service = forms.CharField(label="Service")
+    to_version = forms.CharField(label="New version (gray)")
+    from_version = forms.CharField(required=False, label="From version (empty: prod)")
+    start = forms.BooleanField(required=False, initial=True, label="Start now")
+
+    def api_body(self) -> dict:
+        data = self.cleaned_data
+        return {
+            "service": data["service"],
+            "to_version": data["to_version"],
+            "from_version": data["from_version"] or None,
+            **self.rollout_body(),
+        }
+
+
+class BundleForm(_RolloutForm):
+    """A new bundle: its releases one per line, in dependency order, each with the steps
+    and settings below. The fields of the bundle API's create, nothing more."""
+
+    field_order = ["name", "releases"]
+    prefix = "bundle"
+
+    name = forms.CharField(label="Bundle name")
+    releases = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "order-app V2\nuser-app V2"}),
+        label="Releases, in dependency order",
+        help_text="One per line: service, new version, optionally the from version (empty: "
+        "prod); a service before those that call it",
+    )
+
+    def clean_releases(self) -> list[dict]:
+        members: list[dict] = []
+        for n, line in enumerate(self.cleaned_data["releases"].splitlines(), start=1):
+            words = line.replace(",", " ").split()
+            if not words:
+                continue
+            if len(words) not in (2, 3):
+                raise forms.ValidationError(
+                    f"Line {n}: {line.strip()!r} is not 'service new-version [from-version]'."
+                )
+            members.append(
+                {
+                    "service": words[0],
+                    "to_version": words[1],
+                    "from_version": words[2] if len(words) == 3 else None,
+                }
+            )
+        return members
+
+    def api_body(self) -> dict:
+        data = self.cleaned_data
+        return {"name": data["name"], "releases": data["releases"], **self.rollout_body()}

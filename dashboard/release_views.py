@@ -1,6 +1,7 @@
-"""The releases pages: the list with a "start a release" form, a release's steps, timeline,
-webhook deliveries and the operator's actions. The same use cases as the API
-(rollouts.services), validated by the API's serializer."""
+"""The releases pages: the list of releases and bundles with the forms that make them, a
+release's steps, timeline, webhook deliveries and the operator's actions, a bundle's
+releases in dependency order and its actions. The same use cases as the API
+(rollouts.services, rollouts.bundles), validated by the API's serializers."""
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -10,12 +11,15 @@ from django.views.decorators.http import require_POST
 from accounts.decorators import role_required
 from accounts.roles import OPERATOR, VIEWER, has_role
 from registry_sync.models import Service
-from rollouts import services, states
+from rollouts import bundles, services, states
 from rollouts.filters import ReleaseFilter
-from rollouts.models import Release, Webhook, WebhookDelivery
-from rollouts.serializers import ReleaseCreateSerializer, ReleaseSerializer
+from rollouts.models import Release, ReleaseBundle, ReleaseEvent, Webhook, WebhookDelivery
+from rollouts.serializers import BundleCreateSerializer, ReleaseCreateSerializer, ReleaseSerializer
 
-from .forms import ReleaseForm
+from .forms import BundleForm, ReleaseForm
+
+# Bundles on the releases page, newest first; an older one is a link on its releases' pages.
+LISTED_BUNDLES = 25
 
 
 @role_required(VIEWER)
@@ -31,6 +35,10 @@ def releases(request):
         if release is not None:
             return redirect("dashboard:release", pk=release.pk)
         status = 400
+    return _releases_page(request, form, BundleForm(), status)
+
+
+def _releases_page(request, form: ReleaseForm, bundle_form: BundleForm, status: int):
     listed = ReleaseFilter(request.GET, queryset=Release.objects.all())
     page = Paginator(listed.qs if listed.is_valid() else Release.objects.none(), 25).get_page(
         request.GET.get("page")
@@ -42,11 +50,28 @@ def releases(request):
             "page": page,
             "filter": listed,
             "form": form,
+            "bundle_form": bundle_form,
+            "bundles": _listed_bundles(),
+            "bundle_count": ReleaseBundle.objects.count(),
             "states": states.STATES,
             "service_names": Service.objects.order_by("name").values_list("name", flat=True)[:500],
         },
         status=status,
     )
+
+
+def _with_members(bundle: ReleaseBundle) -> ReleaseBundle:
+    """`members` in dependency order and `state` as the bundle API has them."""
+    bundle.members = sorted(bundle.releases.all(), key=lambda member: member.position)
+    bundle.state = states.common_state([member.state for member in bundle.members])
+    return bundle
+
+
+def _listed_bundles() -> list[ReleaseBundle]:
+    return [
+        _with_members(bundle)
+        for bundle in ReleaseBundle.objects.prefetch_related("releases")[:LISTED_BUNDLES]
+    ]
 
 
 def _create(request, form: ReleaseForm) -> Release | None:
@@ -73,15 +98,14 @@ def _create(request, form: ReleaseForm) -> Release | None:
 
 @role_required(VIEWER)
 def release_detail(request, pk):
-    release = get_object_or_404(Release, pk=pk)
-    timeline = list(release.events.all()[:300])
-    for event in timeline:
-        event.why = event.detail.get("reason") or event.detail.get("routing") or ""
+    release = get_object_or_404(Release.objects.select_related("bundle"), pk=pk)
+    timeline = _timeline(release.events.all())
     return render(
         request,
         "dashboard/release_detail.html",
         {
             "release": release,
+            "bundle": release.bundle,
             "steps": [
                 {
                     "label": release.step_label(n),
@@ -102,6 +126,14 @@ def release_detail(request, pk):
     )
 
 
+def _timeline(events) -> list[ReleaseEvent]:
+    """The newest events, each with `why` it happened."""
+    timeline = list(events[:300])
+    for event in timeline:
+        event.why = event.detail.get("reason") or event.detail.get("routing") or ""
+    return timeline
+
+
 @require_POST
 @role_required(OPERATOR)
 def release_action(request, pk, action):
@@ -116,3 +148,71 @@ def release_action(request, pk, action):
     else:
         messages.success(request, f"Release {release.pk}: {action} done, now {release.state}.")
     return redirect("dashboard:release", pk=release.pk)
+
+
+@require_POST
+@role_required(OPERATOR)
+def bundle_create(request):
+    form = BundleForm(request.POST)
+    bundle = _create_bundle(request, form) if form.is_valid() else None
+    if bundle is not None:
+        messages.success(request, f"Bundle {bundle.pk} made: start it here.")
+        return redirect("dashboard:bundle", pk=bundle.pk)
+    return _releases_page(request, ReleaseForm(), form, 400)
+
+
+def _create_bundle(request, form: BundleForm) -> ReleaseBundle | None:
+    body = BundleCreateSerializer(data=form.api_body())
+    if not body.is_valid():
+        form.add_api_errors(body.errors)
+        return None
+    try:
+        return bundles.create_bundle(
+            **body.bundle_fields(), actor=request.user.username, source="ui"
+        )
+    except services.Invalid as exc:
+        form.add_api_errors(exc.errors)
+        return None
+
+
+@role_required(VIEWER)
+def bundle_detail(request, pk):
+    bundle = _with_members(get_object_or_404(ReleaseBundle, pk=pk))
+    first = bundle.members[0] if bundle.members else None
+    timeline = _timeline(
+        ReleaseEvent.objects.filter(release__bundle=bundle).select_related("release")
+    )
+    return render(
+        request,
+        "dashboard/bundle_detail.html",
+        {
+            "bundle": bundle,
+            "plan": [first.step_label(n) for n in range(len(first.steps))] if first else [],
+            "analysis": first.analysis if first else {},
+            "allowed": states.bundle_allowed_actions([m.state for m in bundle.members]),
+            "timeline": timeline,
+            "bundle_json": {
+                "id": bundle.pk,
+                "releases": [
+                    {"id": m.pk, "state": m.state, "step": m.step} for m in bundle.members
+                ],
+            },
+        },
+    )
+
+
+@require_POST
+@role_required(OPERATOR)
+def bundle_action(request, pk, action):
+    bundle = get_object_or_404(ReleaseBundle, pk=pk)
+    if action not in states.ACTIONS:
+        messages.error(request, f"No action {action!r}.")
+        return redirect("dashboard:bundle", pk=bundle.pk)
+    try:
+        bundles.act_bundle(bundle.pk, action, actor=request.user.username, source="ui")
+    except services.Conflict as exc:
+        messages.error(request, str(exc))
+    else:
+        now = states.common_state(list(bundle.releases.values_list("state", flat=True)))
+        messages.success(request, f"Bundle {bundle.pk}: {action} done, now {now}.")
+    return redirect("dashboard:bundle", pk=bundle.pk)

@@ -21,4 +21,11 @@ urlpatterns = [
     path("releases/", release_views.releases, name="releases"),
     path("releases/<int:pk>/", release_views.release_detail, name="release"),
     path("releases/<int:pk>/<slug:action>/", release_views.release_action, name="release-action"),
+    path("releases/bundles/", release_views.bundle_create, name="bundle-create"),
+    path("releases/bundles/<int:pk>/", release_views.bundle_detail, name="bundle"),
+    path(
+        "releases/bundles/<int:pk>/<slug:action>/",
+        release_views.bundle_action,
+        name="bundle-action",
+    ),
 ]

@@ -81,15 +81,9 @@ class ReleaseBundleViewSet(
     def create(self, request):
         form = BundleCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        data = form.validated_data
         try:
             bundle = bundles.create_bundle(
-                name=data["name"],
-                members=[dict(member) for member in data["releases"]],
-                steps=data["steps"],
-                analysis_settings=data["analysis"],
-                actor=request.user.username,
-                source="api",
+                **form.bundle_fields(), actor=request.user.username, source="api"
             )
         except services.Invalid as exc:
             return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)

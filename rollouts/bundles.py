@@ -64,8 +64,8 @@ def act_bundle(bundle_id: int, action: str, *, actor: str, source: str) -> Relea
         members = list(Release.objects.select_for_update().filter(bundle=bundle).order_by("pk"))
         members.sort(key=lambda r: r.position, reverse=action in REVERSED_ACTIONS)
         live = [m for m in members if m.state not in states.FINISHED]
-        refused = [m for m in live if m.state not in states.ACTIONS[action]]
-        if not live or refused:
+        if action not in states.bundle_allowed_actions([m.state for m in members]):
+            refused = [m for m in live if m.state not in states.ACTIONS[action]]
             blocking = ", ".join(f"{m.service} is {m.state}" for m in refused or members)
             raise services.Conflict(f"The bundle cannot {action}: {blocking}.")
         for member in live:

@@ -147,6 +147,16 @@ class BundleCreateSerializer(serializers.Serializer):
     validate_steps = ReleaseCreateSerializer.validate_steps
     validate_analysis = ReleaseCreateSerializer.validate_analysis
 
+    def bundle_fields(self) -> dict:
+        """The validated bundle as bundles.create_bundle() takes it (API and page)."""
+        data = self.validated_data
+        return {
+            "name": data["name"],
+            "members": [dict(member) for member in data["releases"]],
+            "steps": data["steps"],
+            "analysis_settings": data["analysis"],
+        }
+
 
 class BundleSerializer(serializers.ModelSerializer):
     state = serializers.SerializerMethodField()

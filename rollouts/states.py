@@ -31,6 +31,13 @@ def allowed_actions(state: str) -> list[str]:
     return [action for action, states in ACTIONS.items() if state in states]
 
 
+def bundle_allowed_actions(found: list[str]) -> list[str]:
+    """What a bundle whose releases are in these states allows: the actions every release
+    not finished yet allows (none once all are finished)."""
+    live = [state for state in found if state not in FINISHED]
+    return [action for action, ok in ACTIONS.items() if live and all(s in ok for s in live)]
+
+
 def common_state(found: list[str]) -> str:
     """A bundle's state: its releases' common one, or `mixed`."""
     return found[0] if found and len(set(found)) == 1 else "mixed"
