@@ -6,7 +6,13 @@ on the prod one."""
 import httpx
 import pytest
 
-from dataplane.sdk.tests.test_celery_flag import REDIS_URL, Publisher, Worker, environment
+from dataplane.sdk.tests.test_celery_flag import (
+    REDIS_URL,
+    Publisher,
+    Worker,
+    environment,
+    until_gray_worker_seen,
+)
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -36,11 +42,7 @@ def test_a_gray_request_through_the_gateway_runs_its_task_on_the_gray_worker(lab
             assert answer.status_code == 200, answer.text
             return answer.json()
 
-        # The first gray tasks may fall back to prod until the publisher's probe has seen
-        # the gray worker; it is cached after that.
-        for _ in range(20):
-            if task_of(GRAY)["worker"] == "gray":
-                break
+        until_gray_worker_seen(lambda: task_of(GRAY))
         for _ in range(3):
             assert task_of(GRAY) == {"flag": "GRAY", "worker": "gray"}
             assert task_of({}) == {"flag": "PROD", "worker": "prod"}

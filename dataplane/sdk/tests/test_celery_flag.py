@@ -5,6 +5,7 @@ to prod (or, without fallback, waits for one)."""
 
 import os
 import sys
+import time
 import uuid
 
 import httpx
@@ -54,13 +55,16 @@ def task_of(publisher: Publisher, flag: str | None) -> dict:
     return httpx.get(publisher.url, headers=headers, timeout=15).json()
 
 
-def until_gray_worker_seen(publisher: Publisher) -> dict:
+def until_gray_worker_seen(gray_task, seconds: float = 15.0) -> dict:
     """The first gray tasks may go to prod until the publisher's probe has seen the gray
-    worker (fallback); it is cached after that."""
-    for _ in range(20):
-        answer = task_of(publisher, "GRAY")
+    worker (fallback); it is cached after that. Waits by the clock: on a fast machine many
+    tasks run before the probe's first answer is in."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        answer = gray_task()
         if answer["worker"] == "gray":
             return answer
+        time.sleep(0.1)
     raise AssertionError("gray tasks never reached the gray worker")
 
 
@@ -72,7 +76,10 @@ def test_gray_tasks_run_on_the_gray_worker_prod_tasks_on_the_prod_worker():
         Worker("gray", f"{queue}.V2", env),
         Publisher(env) as publisher,
     ):
-        assert until_gray_worker_seen(publisher) == {"flag": "GRAY", "worker": "gray"}
+        assert until_gray_worker_seen(lambda: task_of(publisher, "GRAY")) == {
+            "flag": "GRAY",
+            "worker": "gray",
+        }
         for _ in range(3):
             assert task_of(publisher, "GRAY") == {"flag": "GRAY", "worker": "gray"}
             assert task_of(publisher, "PROD") == {"flag": "PROD", "worker": "prod"}
