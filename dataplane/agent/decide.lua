@@ -131,30 +131,30 @@ local HAS_IPS = #IPS4[1] + #IPS6[1] > 0
 local HAS_TRUSTED = #TRUSTED4[1] + #TRUSTED6[1] > 0
 local HAS_CITIES = next(CITIES) ~= nil
 
--- From each user's CRC-32 to where the user is in USER_TEXT (start * 65536 + length: an
--- entry has at most 256 characters, 1,024 bytes), or to a list of those for users that
--- share a CRC. 100,000 strings of their own (a table of users) were as many objects for the
--- garbage collector to sweep in each cycle, which cost Envoy more per request than the rest
--- of the decision; numbers in one table are not swept.
-local USER_AT = {}
+-- The users' places in USER_TEXT (start * 65536 + length: an entry has at most 256
+-- characters, 1,024 bytes), in an open-addressing table keyed by their CRC-32, in FFI arrays.
+-- 100,000 strings of their own (a Lua table of the users) were as many objects for the
+-- garbage collector to mark and sweep in each cycle, and a Lua table of numbers is still
+-- traversed: either cost Envoy more per request than the rest of the decision.
+local ffi = require("ffi")
+local USER_COUNT = select(2, USER_LENGTHS:gsub(",", ""))
+local USER_MASK = 1
+while USER_MASK < 2 * USER_COUNT do USER_MASK = USER_MASK * 2 end
+USER_MASK = USER_MASK - 1
+local SLOT_CRC = ffi.new("uint32_t[?]", USER_MASK + 1)
+local SLOT_PLACE = ffi.new("double[?]", USER_MASK + 1)  -- 0: an empty slot
 do
   local start = 1
   for length in USER_LENGTHS:gmatch("(%d+),") do
     length = tonumber(length)
-    local place = start * 65536 + length
     local key = crc32(USER_TEXT, 0, start, start + length - 1)
-    local found = USER_AT[key]
-    if found == nil then
-      USER_AT[key] = place
-    elseif type(found) == "table" then
-      found[#found + 1] = place
-    else
-      USER_AT[key] = {found, place}
-    end
+    local slot = band(key, USER_MASK)
+    while SLOT_PLACE[slot] ~= 0 do slot = band(slot + 1, USER_MASK) end
+    SLOT_CRC[slot], SLOT_PLACE[slot] = key, start * 65536 + length
     start = start + length
   end
 end
-local HAS_USERS = next(USER_AT) ~= nil
+local HAS_USERS = USER_COUNT > 0
 
 local function at_place(user, place)
   local start = math.floor(place / 65536)
@@ -165,14 +165,16 @@ local function at_place(user, place)
   return true
 end
 
+-- Users that share a CRC sit in slots one after another: each is compared.
 local function is_user(user)
-  local found = USER_AT[crc32(user, 0)]
-  if found == nil then return false end
-  if type(found) ~= "table" then return at_place(user, found) end
-  for _, place in ipairs(found) do
-    if at_place(user, place) then return true end
+  local key = crc32(user, 0)
+  local slot = band(key, USER_MASK)
+  while true do
+    local place = SLOT_PLACE[slot]
+    if place == 0 then return false end
+    if SLOT_CRC[slot] == key and at_place(user, place) then return true end
+    slot = band(slot + 1, USER_MASK)
   end
-  return false
 end
 
 local function strip(text)
