@@ -16,7 +16,7 @@ from dataplane.agent.engines import NGINX, EnvoyEngine, NginxEngine, envoy_binar
 from dataplane.agent.ir import Endpoint, compile_document
 from dataplane.agent.site import Site
 from dataplane.gateway.routing import ConfigError
-from tests.agent_lab import engines, start_agent
+from tests.agent_lab import ENGINE_MISSING, engines, start_agent
 from tests.gateway_lab import UpstreamFleet
 from tests.processes import free_port
 from tests.test_gateway_routing import SEED_RULES
@@ -165,7 +165,7 @@ def _in_sync(agent, lab) -> dict:
     raise AssertionError(f"not in sync: {row}")
 
 
-@pytest.mark.skipif(envoy_binary() is None, reason="no envoy")
+@pytest.mark.skipif(envoy_binary() is None, reason=ENGINE_MISSING["envoy"])
 def test_envoy_finds_each_listed_user_among_many_and_only_those(tmp_path):
     """Envoy's Lua filter keeps the users as one string indexed by CRC-32: users that share
     a CRC, UTF-8 ones and 100,000 of them are each told apart from those not listed."""
