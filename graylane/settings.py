@@ -114,6 +114,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "axes.middleware.AxesMiddleware",
+    # Last, so that it sees what the view raised first, and watches only what the view runs.
+    "graylane.outages.OutageMiddleware",
 ]
 
 ROOT_URLCONF = "graylane.urls"

@@ -60,13 +60,17 @@ class Write:
     answer: dict | str = ""
     retry_after: str | None = None
     sent_at: float = 0.0  # time.monotonic()
+    answered_at: float = 0.0
 
-    def expected(self) -> int:
+    def expected(self) -> int | None:
         """How many times this write should be in the database: once if it succeeded and
-        had something to change (a rollback to the live content changes nothing)."""
-        if self.status is None or not 200 <= self.status < 300:
-            return 0
-        if self.kind == "rollback" and self.status == 200:
+        had something to change (a rollback to the live content changes nothing). None:
+        there is nothing to tell: a poll writes nothing, and a refused ack cannot be told
+        from the later acks that move the gateway on (acks go forward only)."""
+        succeeded = self.status is not None and 200 <= self.status < 300
+        if self.kind == "poll" or (self.kind == "ack" and not succeeded):
+            return None
+        if not succeeded or (self.kind == "rollback" and self.status == 200):
             return 0
         return 1
 
@@ -96,6 +100,7 @@ class Stream:
                 self._releases,
                 self._metrics,
                 self._embedded_registry,
+                self._gateway_calls,
             )
         ]
 
@@ -144,6 +149,7 @@ class Stream:
                 write.answer = response.json()
             except ValueError:
                 write.answer = response.text[:500]
+        write.answered_at = time.monotonic()
         with self._lock:
             self.writes.append(write)
 
@@ -223,6 +229,16 @@ class Stream:
                       "accessToken": self.tokens["admin"]}  # fmt: skip
             yield Write("register", port, "POST", "/nacos/v1/ns/instance", params=params)
 
+    def _gateway_calls(self):
+        """The gateway endpoints (served straight from ASGI): a poll, and the ack of what it
+        answered."""
+        while True:
+            poll = yield Write("poll", 0, "GET", "/api/v1/gateway-config/", token="gateway")
+            if poll.status == 200:
+                number = poll.answer["generation"]
+                path = f"/api/v1/gateways/{GATEWAY}/ack/"
+                yield Write("ack", number, "POST", path, {"generation": number}, token="gateway")
+
 
 # -- in the subprocess, on the server's database ---------------------------------------------
 
@@ -244,8 +260,13 @@ def prepare() -> dict:
         Service.objects.create(name=name, registry=registry)
     drain = Service.objects.get(name=DRAIN_SERVICE)
     Instance.objects.bulk_create(
-        Instance(service=drain, instance_id=f"127.0.0.1#{port}", host="127.0.0.1", port=port,
-                 version="V1")  # fmt: skip
+        Instance(
+            service=drain,
+            instance_id=f"127.0.0.1#{port}",
+            host="127.0.0.1",
+            port=port,
+            version="V1",
+        )  # fmt: skip
         for port in range(DRAIN_PORT, DRAIN_PORT + DRAIN_INSTANCES)
     )
     targets = []
@@ -288,7 +309,8 @@ def count(writes: list[dict]) -> list[int]:
         )
     )
     releases = Counter(
-        analysis.get("deadline_s") for analysis in Release.objects.values_list("analysis", flat=True)
+        analysis.get("deadline_s")
+        for analysis in Release.objects.values_list("analysis", flat=True)
     )
     release_events = Counter(ReleaseEvent.objects.values_list("kind", "release_id"))
 
@@ -326,6 +348,9 @@ def count(writes: list[dict]) -> list[int]:
         elif kind == "metrics":
             rows = MinuteRollup.objects.filter(service="user-app", version=key)
             answers.append(sum(rows.values_list("total", flat=True)))
+        elif kind in ("poll", "ack"):
+            acked = Gateway.objects.get(name=GATEWAY).acked_generation
+            answers.append(int(kind == "ack" and acked >= key))
         elif kind == "register":
             answers.append(EmbeddedInstance.objects.filter(service="reg-app", port=key).count())
         else:

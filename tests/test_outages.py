@@ -9,7 +9,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import httpx
@@ -89,21 +88,28 @@ def _writes_through_an_outage(env: dict[str, str], stop, start) -> tuple[list, d
 
 
 def _report(title: str, writes, committed) -> None:
-    """The counts the closing note quotes: per kind and in all."""
-    rows: dict[str, list] = defaultdict(list)
-    for write, n in zip(writes, committed, strict=True):
-        rows[write.kind].append((write, n))
+    """The counts the closing note quotes, per kind and for all writes (polls are reads:
+    listed, not counted in "all"). "committed": writes found in the database afterwards."""
+    pairs = list(zip(writes, committed, strict=True))
+    kinds = sorted({w.kind for w in writes})
     print(f"\n{title}")
-    print(f"{'kind':<10} {'writes':>6} {'2xx':>5} {'503':>5} {'500':>5} {'other':>5} {'committed':>9}")
-    for kind, pairs in [*rows.items(), ("all", list(zip(writes, committed, strict=True)))]:
-        ok = sum(1 for w, _ in pairs if w.status and 200 <= w.status < 300)
-        unavailable = sum(1 for w, _ in pairs if w.status == 503)
-        errors = sum(1 for w, _ in pairs if w.status == 500)
-        other = len(pairs) - ok - unavailable - errors
-        done = sum(1 for _, n in pairs if n)
-        print(f"{kind:<10} {len(pairs):>6} {ok:>5} {unavailable:>5} {errors:>5} {other:>5} {done:>9}")
-    for write in {w.kind: w for w in writes if w.status != 503 and w.expected() == 0}.values():
-        print(f"  e.g. {write.kind} {write.key}: {write.status} {str(write.answer)[:300]}")
+    print(
+        f"{'kind':<10} {'tried':>6} {'2xx':>5} {'503':>5} {'500':>5} {'other':>5} {'committed':>9}"
+    )
+    for kind in [*kinds, "all"]:
+        rows = [(w, n) for w, n in pairs if w.kind == kind or (kind == "all" and w.kind != "poll")]
+        ok = sum(1 for w, _ in rows if w.status and 200 <= w.status < 300)
+        unavailable = sum(1 for w, _ in rows if w.status == 503)
+        errors = sum(1 for w, _ in rows if w.status == 500)
+        other = len(rows) - ok - unavailable - errors
+        found = sum(1 for _, n in rows if n)
+        print(
+            f"{kind:<10} {len(rows):>6} {ok:>5} {unavailable:>5} {errors:>5} {other:>5} {found:>9}"
+        )
+    no_ops = sum(1 for w in writes if w.kind == "rollback" and w.status == 200)
+    print(
+        f"(2xx that changed nothing, so committed nothing: {no_ops} rollbacks to the live content)"
+    )
 
 
 def _check(writes, outage: dict) -> None:
@@ -117,13 +123,17 @@ def _check(writes, outage: dict) -> None:
         if w.status != 503 and not (w.status and 200 <= w.status < 300)
     ]
     assert unexpected == []
-    unavailable = [w for w in writes if w.status == 503]
-    assert all(w.retry_after and isinstance(w.answer, dict) and w.answer.get("detail")
-               for w in unavailable), [(w.kind, w.retry_after, w.answer) for w in unavailable]  # fmt: skip
+    unclear = [
+        (w.kind, w.retry_after, w.answer)
+        for w in writes
+        if w.status == 503
+        and not (w.retry_after and isinstance(w.answer, dict) and w.answer.get("detail"))
+    ]
+    assert unclear == [], "a 503 says why, and when to try again"
     wrong = [
         (w.kind, w.key, w.status, w.answer, n)
         for w, n in zip(writes, committed, strict=True)
-        if n != w.expected()
+        if w.expected() is not None and n != w.expected()
     ]
     assert wrong == [], "committed (count) does not match the answer (status)"
     recovered = {w.kind for w in writes if w.sent_at > outage["ended"] + 1.5 and w.expected()}
@@ -147,4 +157,6 @@ def test_postgres_stopped_during_writes(postgres):
         writes, outage = _writes_through_an_outage(env, postgres.stop, postgres.start)
     outage["title"] = f"PostgreSQL stopped for {OUTAGE_SECONDS:g} s during writes"
     _check(writes, outage)
-    assert any(w.status == 503 for w in writes), "the outage was not felt"
+    during = [w for w in writes if outage["began"] < w.sent_at < outage["ended"]]
+    # Felt: a write then was refused, or waited for the database (the pool waits for it).
+    assert any(w.status == 503 or w.answered_at - w.sent_at > 1 for w in during)
