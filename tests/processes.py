@@ -1,5 +1,6 @@
 """Real processes for tests and benchmarks: uvicorn serving graylane.asgi (as `make run`), and
-`celery -A graylane worker`, on a database and broker of the caller's choosing.
+`celery -A graylane worker`, on a database and broker of the caller's choosing; a Redis and
+a PostgreSQL of a test's own, which it may stop (never the machine's).
 
 Each runs in its own session (process group), so stopping it also stops what it forked.
 """
