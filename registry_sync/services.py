@@ -170,7 +170,9 @@ TIMELINE_EVENTS_READ = 500
 
 
 def record_lifecycle_event(data: dict, *, reporter: str) -> LifecycleEvent:
-    return LifecycleEvent.objects.create(**data, reporter=reporter[:255])
+    # A transaction, as every use case's write: what graylane.outages counts as the change.
+    with transaction.atomic():
+        return LifecycleEvent.objects.create(**data, reporter=reporter[:255])
 
 
 def lifecycle_events(service: str, since=None):

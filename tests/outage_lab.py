@@ -62,15 +62,12 @@ class Write:
     sent_at: float = 0.0  # time.monotonic()
     answered_at: float = 0.0
 
-    def expected(self) -> int | None:
+    def expected(self) -> int:
         """How many times this write should be in the database: once if it succeeded and
-        had something to change (a rollback to the live content changes nothing). None:
-        there is nothing to tell: a poll writes nothing, and a refused ack cannot be told
-        from the later acks that move the gateway on (acks go forward only)."""
+        had something to change (a poll changes nothing, nor does a rollback to the live
+        content)."""
         succeeded = self.status is not None and 200 <= self.status < 300
-        if self.kind == "poll" or (self.kind == "ack" and not succeeded):
-            return None
-        if not succeeded or (self.kind == "rollback" and self.status == 200):
+        if not succeeded or self.kind == "poll" or "already live" in str(self.answer):
             return 0
         return 1
 

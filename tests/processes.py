@@ -5,6 +5,7 @@ a PostgreSQL of a test's own, which it may stop (never the machine's).
 Each runs in its own session (process group), so stopping it also stops what it forked.
 """
 
+import contextlib
 import os
 import shutil
 import signal
@@ -12,6 +13,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -319,3 +321,88 @@ class PostgresServer(Process):
         with psycopg.connect(self.url(), autocommit=True) as connection:
             connection.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
+
+
+NEGOTIATE_SSL, NEGOTIATE_GSS = (80877103).to_bytes(4, "big"), (80877104).to_bytes(4, "big")
+
+
+class CommitAnswerDropper:
+    """A TCP proxy on a free loopback port in front of PostgreSQL that, once `arm()`ed,
+    lets the next COMMIT through and cuts the client off before the answer: the transaction
+    commits and the client cannot know it (as when the server goes away at that instant).
+    It reads the PostgreSQL wire protocol (startup, then typed messages) from the client
+    side to find a simple-query COMMIT."""
+
+    def __init__(self, port: int):
+        self.upstream = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.armed = threading.Event()
+        self.dropped = threading.Event()
+        self._sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self, database: str) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{database}"
+
+    def arm(self) -> None:
+        self.dropped.clear()
+        self.armed.set()
+
+    def close(self) -> None:
+        self.listener.close()
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.upstream))
+            self._sockets += [client, server]
+            cut = threading.Event()
+            threading.Thread(
+                target=self._to_server, args=(client, server, cut), daemon=True
+            ).start()
+            threading.Thread(
+                target=self._to_client, args=(server, client, cut), daemon=True
+            ).start()
+
+    def _to_server(self, client: socket.socket, server: socket.socket, cut: threading.Event):
+        reader = client.makefile("rb")
+        try:
+            while True:  # untyped: SSL and GSSAPI requests (answered "no"), then the startup
+                length = int.from_bytes(reader.read(4), "big")
+                body = reader.read(length - 4)
+                server.sendall(length.to_bytes(4, "big") + body)
+                if body[:4] not in (NEGOTIATE_SSL, NEGOTIATE_GSS):
+                    break
+            while True:
+                kind = reader.read(1)
+                length = int.from_bytes(reader.read(4), "big")
+                body = reader.read(length - 4)
+                if not kind:
+                    return
+                if kind == b"Q" and body.upper().startswith(b"COMMIT") and self.armed.is_set():
+                    self.armed.clear()
+                    cut.set()
+                server.sendall(kind + length.to_bytes(4, "big") + body)
+        except (OSError, ValueError):
+            return
+
+    def _to_client(self, server: socket.socket, client: socket.socket, cut: threading.Event):
+        try:
+            while data := server.recv(65536):
+                if cut.is_set():  # the answer to the COMMIT: never delivered
+                    for sock in (client, server):  # (shutdown: the reader holds `client` open)
+                        sock.shutdown(socket.SHUT_RDWR)
+                        sock.close()
+                    self.dropped.set()
+                    return
+                client.sendall(data)
+        except OSError:
+            return

@@ -34,9 +34,16 @@ def _audit(label: str) -> None:
 
 
 def write_then_meet_redis_down(request):
-    _audit("saved first")
+    with transaction.atomic():
+        _audit("saved first")
     _redis_nobody_listens_on().ping()
     return JsonResponse({"never": "answered"})
+
+
+def bookkeep_then_meet_redis_down(request):
+    """A statement on its own (autocommit), as a token's time of last use: not the change."""
+    _audit("bookkeeping")
+    _redis_nobody_listens_on().ping()
 
 
 def meet_redis_down_inside_the_transaction(request):
@@ -49,6 +56,7 @@ def meet_redis_down_inside_the_transaction(request):
 urlpatterns = [
     path("api/test/saved-first/", write_then_meet_redis_down),
     path("api/test/rolled-back/", meet_redis_down_inside_the_transaction),
+    path("api/test/bookkeeping/", bookkeep_then_meet_redis_down),
 ]
 
 
@@ -60,6 +68,10 @@ def test_redis_down_before_anything_was_saved_is_a_503_with_retry_after(client):
         "detail": "Redis is unavailable: nothing was saved. Try again later."
     }
     assert not AuditEntry.objects.filter(object="rolled back").exists()
+
+
+def test_bookkeeping_outside_a_transaction_is_not_the_change(client):
+    assert client.post("/api/test/bookkeeping/").status_code == 503
 
 
 def test_an_outage_after_the_change_was_saved_is_never_a_503(client, caplog):
