@@ -44,6 +44,19 @@ def test_the_series_match_what_was_ingested_to_the_request(windows, gateway):
     assert 40.0 <= p95s["V2"][0][1] <= 40.0 * 1.19
 
 
+@pytest.mark.parametrize("p95", [0.004, 0.3, 0.9, 1.0, 250.0])
+def test_a_p95_reads_back_at_most_19_percent_above_also_below_a_millisecond(windows, gateway, p95):
+    """A gateway on loopback answers in tenths of a millisecond: its p95 must not read back
+    as 1 ms, in the history nor in the live windows."""
+    name, client = gateway
+    start = minute_ago_start()
+    assert post(client, name, sample(start + 1, total=100, p95=p95)).status_code == 202
+    [[_, history, _]] = services.latency_series("user-app", start - 600, 60)["V1"]
+    assert p95 <= history <= p95 * 1.19
+    live = services.window_figures("user-app", ["V1"], start, start + 1)["V1"].p95()
+    assert live == history
+
+
 def test_the_api_answers_the_series_by_step(windows, gateway, api):
     name, client = gateway
     start = minute_ago_start() // 300 * 300
