@@ -195,12 +195,16 @@ def prune(now: float | None = None) -> int:
     return deleted
 
 
-def window_figures(service: str, versions: list[str], first: int, last: int) -> dict[str, Figures]:
-    """Each version's figures over the seconds [first, last] (epoch, inclusive), from the
-    live windows: seconds of the last live.keep_seconds() only."""
+def window_figures(
+    service: str, versions: list[str], first: int, last: int
+) -> dict[str, dict[str, Figures]]:
+    """Per gateway that reported any: each version's figures over the seconds [first, last]
+    (epoch, inclusive), from the live windows: seconds of the last live.keep_seconds() only."""
     series = [(service, version) for version in versions]
-    answer = {version: Figures() for version in versions}
-    for (_, version), seconds in live.store().seconds(series, first, last).items():
-        for _, total, errors, histogram in seconds:
-            answer[version].add(total, errors, histogram)
-    return answer
+    answer: dict[str, dict[str, Figures]] = defaultdict(
+        lambda: {version: Figures() for version in versions}
+    )
+    for (_, version), per_gateway in live.store().by_gateway(series, first, last).items():
+        for gateway, figures in per_gateway.items():
+            answer[gateway][version] = figures
+    return dict(answer)

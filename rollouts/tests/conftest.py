@@ -1,7 +1,10 @@
 import time
 
 import pytest
+from django.utils import timezone
 
+from gateways import generation
+from gateways.models import Gateway
 from metrics import live
 from metrics.samples import Sample
 from registry_sync.models import Instance, Service
@@ -20,11 +23,16 @@ def windows(monkeypatch):
 
 
 @pytest.fixture
-def record(windows):
+def record(windows, db):
     """`record(version, first_ts, seconds, total, errors)`: that many requests and errors in
-    each of `seconds` seconds from `first_ts`, as a gateway reports them (user-app)."""
+    each of `seconds` seconds from `first_ts`, as a gateway reports them (user-app): gw-test,
+    in sync (it acked the newest generation and was seen just now)."""
+    gateway = Gateway.objects.create_with_credentials(name="gw-test", mode=Gateway.PULL)[0]
 
     def add(version, first_ts, seconds, total, errors, service="user-app", p95=10.0):
+        Gateway.objects.filter(pk=gateway.pk).update(
+            acked_generation=generation.newest_number(), last_seen=timezone.now()
+        )
         windows.accept(
             "gw-test",
             [
@@ -64,8 +72,9 @@ def fleet(db):
 STEPS = [{"targeted": True}, {"percent": 5}, {"percent": 25}, {"percent": 50}, {"percent": 100}]
 
 
-def started_release():
-    """A running release of user-app to V2 over STEPS, as an operator starts one by the API."""
+def started_release(**analysis):
+    """A running release of user-app to V2 over STEPS, as an operator starts one by the API
+    (`analysis`: settings other than these)."""
     release = services.create_release(
         service="user-app",
         to_version="V2",
@@ -78,6 +87,7 @@ def started_release():
             "failures_tolerated": 1,
             "max_p95_ms": None,
             "deadline_s": 60,
+            **analysis,
         },
         actor="olga",
         source="api",
@@ -94,26 +104,9 @@ LAG = services.REPORT_LAG_SECONDS
 @pytest.fixture
 def release(fleet, windows):
     """A running release of user-app V2 whose first window starts at T0 (a minute ago)."""
-    made = services.create_release(
-        service="user-app",
-        to_version="V2",
-        from_version=None,
-        steps=STEPS,
-        analysis_settings={
-            "interval_s": INTERVAL,
-            "min_requests": 50,
-            "max_error_rate_increase": 1.0,
-            "failures_tolerated": 1,
-            "max_p95_ms": None,
-            "deadline_s": 600,
-        },
-        actor="olga",
-        source="api",
-    )
-    services.act(made.pk, "start", actor="olga", source="api")
-    t0 = int(time.time()) - 60
-    Release.objects.filter(pk=made.pk).update(analysed_until=t0)
-    made.t0 = t0
+    made = started_release(interval_s=INTERVAL, min_requests=50, deadline_s=600)
+    made.t0 = int(time.time()) - 60
+    Release.objects.filter(pk=made.pk).update(analysed_until=made.t0)
     return made
 
 
