@@ -229,10 +229,10 @@ class MemoryWindows(LiveWindows):
 
 # Counts one sample atomically: remembers the gateway's figures under its name in the
 # series' `gw` hash of that second (KEYS[1]) and, only if it was not there, adds them to the
-# second's hash (KEYS[2]). Redis runs a script alone, so two web processes never count one
-# sample twice, nor let two new series in past the cap: a series not in `active` (KEYS[3])
-# while it holds METRICS_MAX_SERIES (ARGV[8]) once the series quiet since ARGV[9] are
-# dropped is refused (2).
+# second's hash (KEYS[2]). A sample of a series not in `active` (KEYS[3]) is refused (2)
+# while `active` holds METRICS_MAX_SERIES (ARGV[8]) series, even once those quiet since
+# ARGV[9] are dropped. Redis runs a script alone, so two web processes never count one
+# sample twice, nor let two new series in past the cap.
 _ACCEPT = """
 if not redis.call('ZSCORE', KEYS[3], ARGV[7])
     and redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[8]) then
