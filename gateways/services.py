@@ -4,11 +4,12 @@ moved one to the newest generation."""
 from django.db import transaction
 
 from audit import log as audit_log
-from gateways import generation, tasks
+from gateways import generation, status_updates, tasks
 from gateways.models import Gateway
 from gateways.serializers import DELIVERY_FIELDS
 
-AUDITED_FIELDS = [field for field in DELIVERY_FIELDS if field != "nacos_password"]
+# `fronts` decides whose metrics a release trusts: audited, though no delivery field.
+AUDITED_FIELDS = [field for field in DELIVERY_FIELDS if field != "nacos_password"] + ["fronts"]
 
 
 def _audit_view(gateway: Gateway) -> dict:
@@ -51,6 +52,7 @@ def update_gateway(gateway: Gateway, fields: dict, *, actor: str) -> Gateway:
                 setattr(gateway, field, value)
             transaction.on_commit(lambda: deliver_newest(gateway))
         _audit(actor, "gateway.update", gateway, audit_before, _audit_view(gateway))
+        transaction.on_commit(lambda: status_updates.changed(gateway.pk))
     return gateway
 
 

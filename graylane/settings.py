@@ -313,6 +313,9 @@ METRICS_RETENTION_DAYS = env_float("METRICS_RETENTION_DAYS", 14.0, minimum=0.01)
 METRICS_MAX_AGE_SECONDS = env_int("METRICS_MAX_AGE_SECONDS", 600, minimum=10)
 METRICS_MAX_SAMPLES = env_int("METRICS_MAX_SAMPLES", 1000, minimum=1)
 METRICS_MAX_BODY_BYTES = env_int("METRICS_MAX_BODY_BYTES", 262_144, minimum=1)
+# Series (service, version) with samples in the live windows at once; a sample that would
+# start one more is refused, so what gateways send cannot grow memory, /metrics or the page.
+METRICS_MAX_SERIES = env_int("METRICS_MAX_SERIES", 10_000, minimum=1)
 # /metrics (Prometheus): open when empty, else `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_str("METRICS_TOKEN")
 # The series API's other source: Prometheus, through PromQL templates (metrics/prometheus.py).

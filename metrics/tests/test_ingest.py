@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from gateways import generation
 from gateways.models import Gateway
 from metrics import latency, services
 from metrics.models import MinuteLatency, MinuteRollup
@@ -20,7 +21,9 @@ def minute_ago_start() -> int:
 
 def test_the_series_match_what_was_ingested_to_the_request(windows, gateway):
     name, client = gateway
-    _, other_token, _ = Gateway.objects.create_with_credentials(name="gw-2", mode=Gateway.PULL)
+    _, other_token, _ = Gateway.objects.create_with_credentials(
+        name="gw-2", mode=Gateway.PULL, acked_generation=generation.newest_number()
+    )
     start = minute_ago_start()
     sent = [
         sample(start + 1, version="V1", total=120, errors=1, p95=12.5),
@@ -30,7 +33,8 @@ def test_the_series_match_what_was_ingested_to_the_request(windows, gateway):
     assert post(client, name, *sent).status_code == 202
     client.credentials(HTTP_AUTHORIZATION=f"Token {other_token}")
     response = post(client, "gw-2", sample(start + 1, version="V2", total=50, errors=0, p95=30.0))
-    assert response.status_code == 202 and response.json() == {"accepted": 1, "duplicates": 0}
+    assert response.status_code == 202
+    assert response.json() == {"accepted": 1, "duplicates": 0, "refused": {}, "refused_reasons": {}}
 
     rates = services.success_rate_series("user-app", start - 600, 60)
     assert rates == {
@@ -76,8 +80,8 @@ def test_a_resent_sample_is_counted_once(windows, gateway):
     start = minute_ago_start()
     first = post(client, name, sample(start + 1, total=100, errors=2))
     again = post(client, name, sample(start + 1, total=100, errors=2), sample(start + 2, total=7))
-    assert first.json() == {"accepted": 1, "duplicates": 0}
-    assert again.json() == {"accepted": 1, "duplicates": 1}
+    assert (first.json()["accepted"], first.json()["duplicates"]) == (1, 0)
+    assert (again.json()["accepted"], again.json()["duplicates"]) == (1, 1)
     assert services.success_rate_series("user-app", start, 60)["V1"] == [
         [start, round(100 * 105 / 107, 4), 107]
     ]

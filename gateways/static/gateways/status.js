@@ -6,6 +6,12 @@
   function shown(field, value) {
     if (field === "last_seen") return value ? value.replace("T", " ").slice(0, 19) : "never";
     if (field === "last_error") return value.length > 200 ? value.slice(0, 199) + "…" : value;
+    if (field === "fronts") return value.length ? value.join(", ") : "all";
+    if (field === "last_refused") {
+      return Object.keys(value).sort().map(function (service) {
+        return service + " " + value[service];
+      }).join(", ");
+    }
     return String(value);
   }
 
