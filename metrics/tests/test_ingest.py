@@ -57,7 +57,7 @@ def test_a_p95_reads_back_at_most_19_percent_above_also_below_a_millisecond(wind
     assert post(client, name, sample(start + 1, total=100, p95=p95)).status_code == 202
     [[_, history, _]] = services.latency_series("user-app", start - 600, 60)["V1"]
     assert p95 <= history <= p95 * 1.19
-    live = services.window_figures("user-app", ["V1"], start, start + 1)["V1"].p95()
+    live = services.window_figures("user-app", ["V1"], start, start + 1)[name]["V1"].p95()
     assert live == history
 
 
