@@ -23,12 +23,18 @@ DELIVERY_FIELDS = (
 
 class GatewayStatusSerializer(serializers.ModelSerializer):
     """The contract's fields (name, mode, endpoint, status, desired_generation,
-    acked_generation, last_seen, last_error) and the failed attempts: what the gateways page
-    shows, sent on the live stream whenever they change. Needs `generation` (the current
-    one) and `now` in its context."""
+    acked_generation, last_seen, last_error, skipped) and the failed attempts: what the
+    gateways page shows, sent on the live stream whenever they change. Needs `generation`
+    (the current one) and `now` in its context."""
 
     status = serializers.SerializerMethodField()
     desired_generation = serializers.SerializerMethodField()
+    skipped = serializers.ListField(
+        child=serializers.DictField(child=serializers.CharField()),
+        read_only=True,
+        help_text='Records of the acked generation the gateway runs without: {"record", '
+        '"reason"} each (it is in sync all the same).',
+    )
 
     class Meta:
         model = Gateway
@@ -41,6 +47,7 @@ class GatewayStatusSerializer(serializers.ModelSerializer):
             "acked_generation",
             "last_seen",
             "last_error",
+            "skipped",
             "attempts",
             "engine",
             "engine_version",
@@ -82,6 +89,7 @@ class GatewaySerializer(GatewayStatusSerializer):
             "acked_generation",
             "last_seen",
             "last_error",
+            "skipped",
             "attempts",
             "acked_at",
             "last_attempt_at",
