@@ -104,11 +104,11 @@ class RoutingTable:
         skipped = []
         for name, why in read.unusable.items():
             kept = old.get(name)
-            if kept is None:
+            if kept is None or previous is None:
                 skipped.append(Skipped(why.record, f"{why.reason}; not routed"))
                 continue
             entries[name] = ServiceEntry(name, kept.prod, kept.gray, kept.instances, kept.routing)
-            routed = f"{why.reason}; routed as in generation {previous.generation}"  # type: ignore[union-attr]
+            routed = f"{why.reason}; routed as in generation {previous.generation}"
             skipped.append(Skipped(why.record, routed))
         skipped += read.skipped
         services = {}
