@@ -3,7 +3,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -46,7 +46,12 @@ def overview(request):
             "service_count": Service.objects.count(),
             "revisions": Revision.objects.defer("content", "diff")[:5],
             "audit": AuditEntry.objects.all()[:8],
-            "registries": Registry.objects.annotate(service_count=Count("services")),
+            "registries": Registry.objects.annotate(
+                service_count=Count("services", distinct=True),
+                no_version_count=Count(
+                    "services__instances", filter=Q(services__instances__version=None)
+                ),
+            ),
         },
     )
 

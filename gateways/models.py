@@ -59,6 +59,12 @@ class Gateway(models.Model):
     # "nginx" and that proxy's version); null for gateways that do not say.
     engine = models.CharField(max_length=32, null=True, blank=True)
     engine_version = models.CharField(max_length=64, null=True, blank=True)
+    skipped = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Records of the acked generation the gateway runs without: "
+        '[{"record", "reason"}].',
+    )
     attempts = models.PositiveIntegerField(
         default=0, help_text="Failed delivery attempts since the last success."
     )

@@ -33,13 +33,19 @@ class ServiceNameField(serializers.CharField):
 
 class GatewayStatusSerializer(serializers.ModelSerializer):
     """The contract's fields (name, mode, endpoint, status, desired_generation,
-    acked_generation, last_seen, last_error), the failed attempts, the services it fronts
-    and the metric samples it was refused: what the gateways page shows, sent on the live
-    stream whenever they change. Needs `generation` (the current one) and `now` in its
+    acked_generation, last_seen, last_error, skipped), the failed attempts, the services it
+    fronts and the metric samples it was refused: what the gateways page shows, sent on the
+    live stream whenever they change. Needs `generation` (the current one) and `now` in its
     context."""
 
     status = serializers.SerializerMethodField()
     desired_generation = serializers.SerializerMethodField()
+    skipped = serializers.ListField(
+        child=serializers.DictField(child=serializers.CharField()),
+        read_only=True,
+        help_text='Records of the acked generation the gateway runs without: {"record", '
+        '"reason"} each (it is in sync all the same).',
+    )
 
     class Meta:
         model = Gateway
@@ -52,6 +58,7 @@ class GatewayStatusSerializer(serializers.ModelSerializer):
             "acked_generation",
             "last_seen",
             "last_error",
+            "skipped",
             "attempts",
             "engine",
             "engine_version",
@@ -105,6 +112,7 @@ class GatewaySerializer(GatewayStatusSerializer):
             "acked_generation",
             "last_seen",
             "last_error",
+            "skipped",
             "attempts",
             "refused_samples",
             "last_refused",

@@ -17,7 +17,7 @@ class RegistryForm(forms.ModelForm):
         model = Registry
         fields = [
             "name", "kind", "base_url", "namespace", "group", "api_version", "username",
-            "password", "sync_interval", "enabled",
+            "password", "sync_interval", "enabled", "default_version",
         ]  # fmt: skip
 
     def clean_password(self):

@@ -3,7 +3,15 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from routing_engine.records import version_problem
+
 CREDENTIALS_IN_URL = "No credentials in the URL: put them in username/password."
+
+
+def validate_default_version(value: str) -> None:
+    problem = version_problem(value)
+    if value and problem:
+        raise ValidationError(f"Not a version: {problem}.")
 
 
 def url_has_credentials(url: str) -> bool:
@@ -35,6 +43,13 @@ class Registry(models.Model):
     api_version = models.CharField(max_length=4, choices=API_VERSIONS, default="auto")
     username = models.CharField(max_length=128, blank=True)
     password = models.CharField(max_length=256, blank=True)
+    default_version = models.CharField(
+        max_length=64,
+        blank=True,
+        validators=[validate_default_version],
+        help_text="The version of an instance whose metadata has no usable `version` "
+        "(empty: none; such an instance takes ALL traffic only, never PROD or GRAY).",
+    )
     sync_interval = models.FloatField(default=5.0, help_text="Seconds between syncs.")
     enabled = models.BooleanField(default=True)
     stale = models.BooleanField(default=False, help_text="The last sync failed.")
@@ -94,7 +109,9 @@ class Instance(models.Model):
     cluster = models.CharField(max_length=64, default="DEFAULT")
     host = models.CharField(max_length=255)
     port = models.PositiveIntegerField()
-    version = models.CharField(max_length=64, blank=True)
+    # From metadata key `version` (else the registry's default_version); null: none, so
+    # it takes ALL traffic only (routing_engine.records).
+    version = models.CharField(max_length=64, null=True, blank=True)
     state = models.CharField(max_length=10, choices=STATES, default=UP, db_index=True)
     healthy = models.BooleanField(default=True)
     enabled = models.BooleanField(default=True)

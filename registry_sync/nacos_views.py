@@ -17,6 +17,7 @@ from registry_sync import embedded, nacos_auth
 from registry_sync.adapters import RegistryInstance, validation
 from registry_sync.embedded import InstanceKey, NamingError
 from registry_sync.models import EmbeddedInstance
+from routing_engine.records import MAX_WEIGHT
 
 CACHE_MILLIS = 10000
 BEAT_OK, BEAT_NOT_FOUND = 10200, 20404
@@ -223,7 +224,7 @@ def beat(request, actor: str):
             metadata = validation.as_metadata(beat_info.get("metadata"))
         except validation.InvalidInstance as exc:
             raise NamingError(f"Param 'beat' is illegal: {exc.reason}") from None
-        if not 0.0 <= weight <= validation.MAX_WEIGHT:
+        if not 0.0 <= weight <= MAX_WEIGHT:
             raise NamingError("instance format invalid: The weights range from 0.0 to 10000.0")
         _checked(key, weight=weight, metadata=metadata)
     else:

@@ -76,6 +76,7 @@ class RegistrySerializer(serializers.ModelSerializer):
             "has_password",
             "sync_interval",
             "enabled",
+            "default_version",
             "stale",
             "last_error",
             "skipped_instances",

@@ -95,7 +95,7 @@ def _set_intent(instance_pk: int, *, offline: bool, actor: str, source: str) -> 
 
 REGISTRY_AUDITED_FIELDS = [
     "kind", "base_url", "namespace", "group", "api_version", "username", "sync_interval",
-    "enabled",
+    "enabled", "default_version",
 ]  # fmt: skip
 
 

@@ -638,7 +638,7 @@ class ClientConnection(asyncio.Protocol):
             exchange.sent, exchange.sent_size = [], 0
         upstream.begin(exchange, head_request=exchange.method == b"HEAD")
         exchange.upstream = upstream
-        exchange.metric_version = exchange.instance.version
+        exchange.metric_version = exchange.instance.version or NO_VERSION
         exchange.attempting = True
         upstream.write(exchange.head)
         pending, exchange.pending, exchange.pending_size = exchange.pending, [], 0

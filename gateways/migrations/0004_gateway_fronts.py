@@ -26,7 +26,7 @@ def stays_of_the_newest_document(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("gateways", "0002_gateway_engine"),
+        ("gateways", "0003_gateway_skipped"),
     ]
 
     operations = [

@@ -1,6 +1,7 @@
-"""The gateways page follows what each gateway fronts and the metric samples refused from
-it, live: a forged batch shows up in its row without a reload, and so does an admin
-widening its `fronts`."""
+"""The gateways page follows, live, what each gateway fronts, the metric samples refused
+from it and the records it runs its generation without: a forged batch, an admin widening
+its `fronts`, an ack with skipped records (still in sync) and the next ack without any all
+show up in its row without a reload."""
 
 import time
 
@@ -15,6 +16,7 @@ from gateways.models import Gateway
 from registry_sync.models import Service
 
 pytestmark = pytest.mark.browser
+RECORD = "services.user-app.instances[10.0.0.5#7201#DEFAULT#user-app]"
 
 
 @pytest.fixture
@@ -64,4 +66,33 @@ def test_refused_samples_and_fronts_show_live(page, asgi_server, make_role_user,
     )
     assert widened.status_code == 200, widened.text
     expect(row.locator('[data-field="fronts"]')).to_have_text("all")
+    assert page.evaluate("window.sameDocument") is True
+
+
+def test_skipped_records_show_in_the_gateways_row_as_they_are_acked(
+    page, asgi_server, make_role_user, log_in
+):
+    _, token, _ = Gateway.objects.create_with_credentials(name="edge", mode=Gateway.PULL)
+    make_role_user("vera", "viewer")
+    log_in("vera")
+    page.goto("/gateways/")
+    row = page.locator('#gateways tr[data-gateway="edge"]')
+    skipped = row.locator('[data-field="skipped"]')
+    expect(skipped).to_have_text("none")
+    page.evaluate("window.sameDocument = true")  # gone if the page reloads
+
+    def ack(**body) -> None:
+        answer = httpx.post(
+            f"{asgi_server.url}/api/v1/gateways/edge/ack/",
+            json={"generation": generation.newest_number(), **body},
+            headers={"Authorization": f"Token {token}"},
+        )
+        assert answer.status_code == 200, answer.text
+
+    ack(skipped=[{"record": RECORD, "reason": "port: 0 is not a port"}])
+    expect(skipped).to_have_text(f"{RECORD}: port: 0 is not a port")
+    expect(row.locator('[data-field="status"]')).to_have_text("in_sync")
+    generation.bump("a newer one")
+    ack()
+    expect(skipped).to_have_text("none")
     assert page.evaluate("window.sameDocument") is True
