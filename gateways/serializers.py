@@ -2,6 +2,7 @@ import re
 
 from rest_framework import serializers
 
+from accounts.secret_fields import MAX_PASSWORD_LENGTH
 from gateways.models import Gateway
 from registry_sync.serializers import PORT_RANGE, port_in_range
 
@@ -60,7 +61,7 @@ class GatewaySerializer(GatewayStatusSerializer):
 
     endpoint = serializers.URLField(required=False, allow_blank=True, max_length=200)
     nacos_password = serializers.CharField(
-        write_only=True, required=False, allow_blank=True, max_length=256
+        write_only=True, required=False, allow_blank=True, max_length=MAX_PASSWORD_LENGTH
     )
 
     class Meta:

@@ -6,6 +6,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
 from graylane.env import env_bool, env_float, env_int, env_list, env_str
@@ -32,6 +33,36 @@ if not DEBUG and (
     )
 if not SECRET_KEY:
     SECRET_KEY = "insecure-dev-only-key-debug-is-on"
+
+# Secrets kept at rest (accounts/secret_fields.py): Fernet keys, the first encrypts, every one
+# decrypts (README: Secrets at rest, rotation). With DEBUG (`make run`) and none set, a
+# published key: base64 of "graylane-insecure-dev-only-key-0".
+DEV_SECRET_KEYS = ["Z3JheWxhbmUtaW5zZWN1cmUtZGV2LW9ubHkta2V5LTA="]
+
+
+def _secret_keys() -> list[str]:
+    keys = env_list("GRAYLANE_SECRET_KEYS", [])
+    if DEBUG and not keys:
+        return DEV_SECRET_KEYS
+    if not keys or set(keys) & set(DEV_SECRET_KEYS):
+        raise ImproperlyConfigured(
+            "GRAYLANE_SECRET_KEYS must be set when DEBUG is off, and not to the published "
+            "development key (it encrypts the stored push secrets and passwords). Generate a "
+            "key with: python -c 'from cryptography.fernet import Fernet; "
+            "print(Fernet.generate_key().decode())'"
+        )
+    for position, key in enumerate(keys, start=1):
+        try:
+            Fernet(key)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"GRAYLANE_SECRET_KEYS: key {position} is not a Fernet key (32 url-safe "
+                "base64-encoded bytes, as Fernet.generate_key() makes)."
+            ) from None
+    return keys
+
+
+GRAYLANE_SECRET_KEYS = _secret_keys()
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])

@@ -3,6 +3,8 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from accounts.secret_fields import MAX_PASSWORD_LENGTH, EncryptedTextField
+
 CREDENTIALS_IN_URL = "No credentials in the URL: put them in username/password."
 
 
@@ -34,7 +36,7 @@ class Registry(models.Model):
     group = models.CharField(max_length=128, default="DEFAULT_GROUP", blank=True)
     api_version = models.CharField(max_length=4, choices=API_VERSIONS, default="auto")
     username = models.CharField(max_length=128, blank=True)
-    password = models.CharField(max_length=256, blank=True)
+    password = EncryptedTextField(max_length=MAX_PASSWORD_LENGTH, blank=True)
     sync_interval = models.FloatField(default=5.0, help_text="Seconds between syncs.")
     enabled = models.BooleanField(default=True)
     stale = models.BooleanField(default=False, help_text="The last sync failed.")

@@ -3,6 +3,7 @@ from urllib.parse import urlsplit
 
 from rest_framework import serializers
 
+from accounts.secret_fields import MAX_PASSWORD_LENGTH
 from registry_sync.models import (
     CREDENTIALS_IN_URL,
     Instance,
@@ -57,7 +58,11 @@ class InstanceSerializer(serializers.ModelSerializer):
 
 class RegistrySerializer(serializers.ModelSerializer):
     password = serializers.CharField(
-        write_only=True, required=False, allow_blank=True, style={"input_type": "password"}
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        max_length=MAX_PASSWORD_LENGTH,
+        style={"input_type": "password"},
     )
     has_password = serializers.SerializerMethodField()
 

@@ -18,7 +18,9 @@ PRODUCTION = {
     "SECURE_HSTS_SECONDS": "31536000",
     "SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
     "SECURE_HSTS_PRELOAD": "true",
+    "GRAYLANE_SECRET_KEYS": "Z3JheWxhbmUtZGVwbG95LWNoZWNrLW9ubHkta2V5LTA=",
 }
+PRODUCTION_KEY = PRODUCTION["GRAYLANE_SECRET_KEYS"]
 
 
 CHECK_DEPLOY = ["manage.py", "check", "--deploy", "--fail-level", "WARNING"]
@@ -80,6 +82,33 @@ def test_debug_needs_no_secret_key(tmp_path):
     # `make run`.
     done = run(tmp_path, ["manage.py", "check"], DEBUG="true", SECRET_KEY="")
     assert done.returncode == 0, done.stderr
+
+
+DEV_KEY = "Z3JheWxhbmUtaW5zZWN1cmUtZGV2LW9ubHkta2V5LTA="  # graylane/settings.py's
+
+
+@pytest.mark.parametrize("keys", ["", " , ", DEV_KEY, f"{PRODUCTION_KEY},{DEV_KEY}"])
+def test_production_needs_secret_keys_of_its_own(tmp_path, keys):
+    done = run(tmp_path, ["manage.py", "check"], DEBUG="false", GRAYLANE_SECRET_KEYS=keys)
+    assert done.returncode != 0
+    assert "ImproperlyConfigured: GRAYLANE_SECRET_KEYS must be set when DEBUG is off" in (
+        done.stderr
+    )
+
+
+def test_a_malformed_secret_key_is_refused_without_showing_it(tmp_path):
+    keys = f"{PRODUCTION_KEY},not-a-fernet-key-but-maybe-a-password"
+    done = run(tmp_path, ["manage.py", "check"], DEBUG="false", GRAYLANE_SECRET_KEYS=keys)
+    assert done.returncode != 0
+    assert "GRAYLANE_SECRET_KEYS: key 2 is not a Fernet key" in done.stderr
+    assert "maybe-a-password" not in done.stderr
+
+
+def test_debug_without_secret_keys_uses_the_development_key(tmp_path):
+    # `make run` on a fresh machine: nothing set.
+    names = "s.GRAYLANE_SECRET_KEYS"
+    keys = settings_of(tmp_path, names, DEBUG="true", GRAYLANE_SECRET_KEYS="")
+    assert keys == [repr([DEV_KEY])]
 
 
 def test_cookies_are_secure_once_https_is_declared(tmp_path):
