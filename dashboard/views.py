@@ -27,6 +27,13 @@ from .demo_restart import NotRestartable, restart_demo_instance, restartable
 from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
 
 
+def _registry_rows(user) -> list[Registry]:
+    rows = list(Registry.objects.annotate(service_count=Count("services")))
+    for row in rows:
+        row.shown_error = row.last_error_for(user)
+    return rows
+
+
 @role_required(VIEWER)
 def overview(request):
     state = load_state()
@@ -46,7 +53,7 @@ def overview(request):
             "service_count": Service.objects.count(),
             "revisions": Revision.objects.defer("content", "diff")[:5],
             "audit": AuditEntry.objects.all()[:8],
-            "registries": Registry.objects.annotate(service_count=Count("services")),
+            "registries": _registry_rows(request.user),
         },
     )
 

@@ -1,5 +1,6 @@
 import re
 
+from django.conf import settings
 from rest_framework import serializers
 
 from accounts.secret_fields import MAX_PASSWORD_LENGTH
@@ -95,6 +96,8 @@ class GatewaySerializer(GatewayStatusSerializer):
             raise serializers.ValidationError("An http:// or https:// URL.")
         if value and not port_in_range(value):
             raise serializers.ValidationError(PORT_RANGE)
+        if refusal := settings.OUTBOUND_POLICY.url_refusal(value):
+            raise serializers.ValidationError(refusal)
         return value
 
     def _nacos_name(self, value: str, *, blank: bool = False) -> str:

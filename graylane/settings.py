@@ -9,6 +9,7 @@ import dj_database_url
 from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
+import outbound
 from graylane.env import env_bool, env_float, env_int, env_list, env_str
 from routing_engine import parse_networks
 
@@ -333,6 +334,22 @@ try:
 except ValueError as exc:
     raise ImproperlyConfigured(f"TRUSTED_PROXIES: {exc}") from exc
 
+
+# Where registries, webhooks, Prometheus and Nacos config servers may be (outbound/policy.py):
+# checked when an address is saved and again at every connection.
+def _networks(name: str, default: tuple[str, ...]) -> list[str]:
+    value = env_list(name, list(default))
+    try:
+        parse_networks(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from None
+    return value
+
+
+OUTBOUND_ALLOWED_NETWORKS = _networks("OUTBOUND_ALLOWED_NETWORKS", outbound.DEFAULT_ALLOWED)
+OUTBOUND_DENIED_NETWORKS = _networks("OUTBOUND_DENIED_NETWORKS", outbound.DEFAULT_DENIED)
+OUTBOUND_POLICY = outbound.Policy(OUTBOUND_ALLOWED_NETWORKS, OUTBOUND_DENIED_NETWORKS)
+
 REGISTRY_TIMEOUT = env_float("REGISTRY_TIMEOUT", 3.0, minimum=0.1)
 # The embedded registry's naming API (/nacos/v1/ns/...) wants Nacos credentials: an
 # accessToken from /nacos/v1/auth/login, valid this many seconds, or a `service` API token.
@@ -355,6 +372,8 @@ if METRICS_SOURCE not in ("rollups", "prometheus"):
     raise ImproperlyConfigured(f"METRICS_SOURCE={METRICS_SOURCE!r}: use rollups or prometheus.")
 if METRICS_SOURCE == "prometheus" and not PROMETHEUS_URL:
     raise ImproperlyConfigured("METRICS_SOURCE=prometheus needs PROMETHEUS_URL.")
+if _refusal := OUTBOUND_POLICY.url_refusal(PROMETHEUS_URL):
+    raise ImproperlyConfigured(f"PROMETHEUS_URL={PROMETHEUS_URL!r}: {_refusal}")
 # Events one /ws/live/ socket may have waiting before it is dropped as too slow.
 LIVE_CLIENT_QUEUE = env_int("LIVE_CLIENT_QUEUE", 256, minimum=1)
 

@@ -1,11 +1,14 @@
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from accounts.roles import ADMIN, has_role
 from accounts.secret_fields import MAX_PASSWORD_LENGTH, EncryptedTextField
 
 CREDENTIALS_IN_URL = "No credentials in the URL: put them in username/password."
+UNREACHABLE = "unreachable (admins see why)"
 
 
 def url_has_credentials(url: str) -> bool:
@@ -59,10 +62,21 @@ class Registry(models.Model):
     def __str__(self):
         return self.name
 
+    def last_error_for(self, user) -> str:
+        """What `user` may see of `last_error`. Why a sync failed can tell what is at an
+        internal address (refused or timed out: whether a port is open; an HTTP error: what
+        the server there answered), so only admins and staff see it; everyone else, that
+        the registry is unreachable. What a good sync skipped, all see."""
+        if self.stale and self.last_error and not (user.is_staff or has_role(user, ADMIN)):
+            return UNREACHABLE
+        return self.last_error
+
     def clean(self):
         super().clean()
         if url_has_credentials(self.base_url):
             raise ValidationError({"base_url": CREDENTIALS_IN_URL})
+        if refusal := settings.OUTBOUND_POLICY.url_refusal(self.base_url):
+            raise ValidationError({"base_url": refusal})
 
 
 class Service(models.Model):

@@ -111,6 +111,31 @@ def test_debug_without_secret_keys_uses_the_development_key(tmp_path):
     assert keys == [repr([DEV_KEY])]
 
 
+@pytest.mark.parametrize(
+    "env,message",
+    [
+        ({"OUTBOUND_DENIED_NETWORKS": "169.254.0.0/16,10.0.0.0/33"}, "OUTBOUND_DENIED_NETWORKS: "
+         "not an IP address or CIDR: '10.0.0.0/33'"),
+        ({"OUTBOUND_ALLOWED_NETWORKS": "intranet"}, "OUTBOUND_ALLOWED_NETWORKS: not an IP "
+         "address or CIDR: 'intranet'"),
+        ({"OUTBOUND_ALLOWED_NETWORKS": "10.0.0.0/8", "PROMETHEUS_URL": "http://127.0.0.1:9090"},
+         "127.0.0.1 is not in OUTBOUND_ALLOWED_NETWORKS: refused"),
+    ],
+)  # fmt: skip
+def test_bad_outbound_networks_stop_start_up_naming_them(tmp_path, env, message):
+    done = run(tmp_path, ["manage.py", "check"], **env)
+    assert done.returncode != 0
+    assert message in done.stderr
+
+
+def test_outbound_networks_default_and_set(tmp_path):
+    names = "s.OUTBOUND_POLICY.url_refusal('http://10.0.0.1/') is None, " + (
+        "s.OUTBOUND_POLICY.url_refusal('http://169.254.169.254/') is None"
+    )
+    assert settings_of(tmp_path, names) == ["True", "False"]
+    assert settings_of(tmp_path, names, OUTBOUND_DENIED_NETWORKS="10.0.0.0/8") == ["False", "True"]
+
+
 def test_cookies_are_secure_once_https_is_declared(tmp_path):
     names = "s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_PROXY_SSL_HEADER"
     assert settings_of(tmp_path, names) == ["False", "False", "None"]  # plain http
@@ -132,6 +157,11 @@ def test_cookies_are_secure_once_https_is_declared(tmp_path):
             "METRICS_SOURCE=prometheus needs PROMETHEUS_URL",
         ),
         ({"PROMETHEUS_QUERIES": "{tmp}/queries.toml"}, "unknown placeholder {version}"),
+        (
+            {"PROMETHEUS_URL": "http://169.254.169.254:9090"},
+            "PROMETHEUS_URL='http://169.254.169.254:9090': 169.254.169.254 is a cloud metadata "
+            "address: refused (OUTBOUND_DENIED_NETWORKS)",
+        ),
     ],
 )
 def test_a_bad_prometheus_source_stops_start_up_naming_it(tmp_path, env, message):
