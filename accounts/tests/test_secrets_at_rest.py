@@ -194,3 +194,16 @@ def test_the_migrations_decrypt_again_when_reversed():
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
     assert Registry.objects.get(name="back").password == "pw"
+
+
+@pytest.mark.django_db(transaction=True)  # the endpoint's batch runs in a thread of its own
+def test_gateway_calls_never_need_the_keys(api, client, settings):
+    """The gateway endpoints load a gateway per call and never read its secrets: a pull
+    gateway keeps working even where its secrets cannot be decrypted."""
+    created = api("admin").post("/api/v1/gateways/", {"name": "pull-gw"}, format="json").json()
+    settings.GRAYLANE_SECRET_KEYS = [NEW_KEY]
+    with pytest.raises(SecretUnreadable):
+        Gateway.objects.get(name="pull-gw").push_secret  # noqa: B018
+    answer = client.get("/api/v1/gateway-config/", HTTP_AUTHORIZATION=f"Token {created['token']}")
+    assert answer.status_code == 200
+    assert answer.json()["generation"] >= 1
