@@ -86,10 +86,10 @@ class _DecryptedOnRead(DeferredAttribute):
 
 
 class EncryptedTextField(models.TextField):
-    """Text that is clear in Python and encrypted in the column (a text column: the
-    ciphertext is about 1.4 times the length of the secret, plus 57 bytes). `max_length` bounds
-    the clear text. Empty stays empty, so "is there a password" needs no key. Lookups by
-    value cannot match (each encryption differs); nothing looks a secret up."""
+    """Text that is clear in Python and encrypted in the column, a text column because the
+    ciphertext is longer (1,464 characters for a 1,024-character password). `max_length`
+    bounds the clear text. Empty stays empty, so "is there a password" needs no key. Lookups
+    by value cannot match (each encryption differs); nothing looks a secret up."""
 
     descriptor_class = _DecryptedOnRead
 
@@ -126,7 +126,7 @@ def decrypt_column(model, field_name: str) -> None:
 
 def _rewrite_column(model, field_name: str, change) -> None:
     rows = model._default_manager.exclude(**{field_name: ""})
-    for pk, value in rows.values_list("pk", field_name).iterator():
+    for pk, value in list(rows.values_list("pk", field_name)):
         model._default_manager.filter(pk=pk).update(**{field_name: change(value)})
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import ssl
+import threading
 from collections.abc import Iterable
 from urllib.parse import unquote, urlsplit
 
@@ -157,28 +158,28 @@ class Policy:
 
 
 class GuardedTransport(httpx.BaseTransport):
-    """httpx's transport, connecting to addresses this transport resolved and checked
-    (the host name is kept for the Host header and for TLS: SNI and the certificate)."""
+    """httpx's transport, connecting only to addresses it resolved and checked itself. A
+    host name is resolved once for the life of the transport (a client: one registry sync,
+    one webhook delivery), so every connection goes to an address that was checked, and
+    requests after the first pay nothing; the name is kept for the Host header and for TLS
+    (SNI and the certificate)."""
 
     def __init__(self, policy: Policy, verify: ssl.SSLContext | bool = True):
         self.policy = policy
         self.verify = verify
+        self._lock = threading.Lock()  # registries are read by several threads at once
+        self._addresses: dict[tuple[str, int], list[str]] = {}
         # One pool per host name: a pooled TLS connection verified for one name is never
         # reused for another name on the same address.
         self._pools: dict[str, httpx.HTTPTransport] = {}
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         host = request.url.host
-        port = request.url.port or (443 if request.url.scheme == "https" else 80)
-        try:
-            addresses = self.policy.addresses(host, port)
-        except (socket.gaierror, UnicodeError) as exc:
-            raise httpx.ConnectError(f"{host}: {exc}") from exc
-        pool = self._pools.get(host) or self._pools.setdefault(
-            host, httpx.HTTPTransport(verify=self.verify)
-        )
+        addresses, pool = self._checked(host, request.url.port or _default_port(request.url))
+        if addresses == [host]:  # an address already, and allowed: nothing to pin
+            return pool.handle_request(request)
         failure: httpx.ConnectError | None = None
-        for address in addresses:  # as socket.create_connection tries them
+        for address in addresses:  # in turn, as socket.create_connection tries them
             pinned = httpx.Request(
                 request.method,
                 request.url.copy_with(host=address),
@@ -193,10 +194,28 @@ class GuardedTransport(httpx.BaseTransport):
         assert failure is not None  # getaddrinfo answers an address or raises
         raise failure
 
+    def _checked(self, host: str, port: int) -> tuple[list[str], httpx.HTTPTransport]:
+        with self._lock:
+            addresses = self._addresses.get((host, port))
+            if addresses is None:
+                try:
+                    addresses = self.policy.addresses(host, port)
+                except (socket.gaierror, UnicodeError) as exc:
+                    raise httpx.ConnectError(f"{host}: {exc}") from exc
+                self._addresses[host, port] = addresses
+            if host not in self._pools:
+                self._pools[host] = httpx.HTTPTransport(verify=self.verify)
+            return addresses, self._pools[host]
+
     def close(self) -> None:
-        for pool in self._pools.values():
-            pool.close()
-        self._pools.clear()
+        with self._lock:
+            for pool in self._pools.values():
+                pool.close()
+            self._pools.clear()
+
+
+def _default_port(url: httpx.URL) -> int:
+    return 443 if url.scheme == "https" else 80
 
 
 DEFAULT_POLICY = Policy()
