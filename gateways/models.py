@@ -5,6 +5,7 @@ from django.conf import settings
 from django.db import models
 
 from accounts.models import hash_token
+from accounts.secret_fields import MAX_PASSWORD_LENGTH, EncryptedTextField
 
 
 class GatewayQuerySet(models.QuerySet):
@@ -28,7 +29,6 @@ class Gateway(models.Model):
     ]
     IN_SYNC, PENDING, FAILING, STALE = "in_sync", "pending", "failing", "stale"
     STATUSES = (IN_SYNC, PENDING, FAILING, STALE)
-
     name = models.SlugField(max_length=64, unique=True)
     mode = models.CharField(max_length=8, choices=MODES, default=PULL)
     endpoint = models.URLField(
@@ -46,11 +46,11 @@ class Gateway(models.Model):
         "design's gateway (empty: `gray` at the top).",
     )
     nacos_username = models.CharField(max_length=128, blank=True)
-    nacos_password = models.CharField(max_length=256, blank=True)
+    nacos_password = EncryptedTextField(max_length=MAX_PASSWORD_LENGTH, blank=True)
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     token_prefix = models.CharField(max_length=8, editable=False)
-    # Kept in clear: signing needs the secret itself, not a hash of it.
-    push_secret = models.CharField(max_length=64, editable=False)
+    # Encrypted, not hashed: signing needs the secret itself.
+    push_secret = EncryptedTextField(max_length=64, editable=False)
     acked_generation = models.PositiveBigIntegerField(default=0)
     acked_at = models.DateTimeField(null=True, blank=True)
     last_seen = models.DateTimeField(null=True, blank=True)

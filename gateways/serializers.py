@@ -1,7 +1,9 @@
 import re
 
+from django.conf import settings
 from rest_framework import serializers
 
+from accounts.secret_fields import MAX_PASSWORD_LENGTH
 from gateways.models import Gateway
 from registry_sync.serializers import PORT_RANGE, port_in_range
 
@@ -82,7 +84,7 @@ class GatewaySerializer(GatewayStatusSerializer):
 
     endpoint = serializers.URLField(required=False, allow_blank=True, max_length=200)
     nacos_password = serializers.CharField(
-        write_only=True, required=False, allow_blank=True, max_length=256
+        write_only=True, required=False, allow_blank=True, max_length=MAX_PASSWORD_LENGTH
     )
     fronts = serializers.ListField(
         child=ServiceNameField(max_length=255),
@@ -128,6 +130,8 @@ class GatewaySerializer(GatewayStatusSerializer):
             raise serializers.ValidationError("An http:// or https:// URL.")
         if value and not port_in_range(value):
             raise serializers.ValidationError(PORT_RANGE)
+        if refusal := settings.OUTBOUND_POLICY.url_refusal(value):
+            raise serializers.ValidationError(refusal)
         return value
 
     def _nacos_name(self, value: str, *, blank: bool = False) -> str:

@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib import admin
 
+from accounts.secret_fields import MAX_PASSWORD_LENGTH
 from registry_sync.models import Instance, Registry, Service
 
 
@@ -9,6 +10,7 @@ class RegistryForm(forms.ModelForm):
     base_url = forms.URLField(required=False, assume_scheme="http")
     password = forms.CharField(
         required=False,
+        max_length=MAX_PASSWORD_LENGTH,
         widget=forms.PasswordInput(render_value=False),
         help_text="Write-only: leave empty to keep the stored one.",
     )

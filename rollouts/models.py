@@ -1,3 +1,5 @@
+from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
@@ -122,6 +124,11 @@ class Webhook(models.Model):
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        super().clean()
+        if refusal := settings.OUTBOUND_POLICY.url_refusal(self.url):
+            raise ValidationError({"url": refusal})
 
 
 class WebhookDelivery(models.Model):

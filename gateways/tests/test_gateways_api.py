@@ -379,3 +379,17 @@ def admin_client() -> APIClient:
     user = get_user_model().objects.create_user(username="ada")
     user.groups.add(Group.objects.get_or_create(name="admin")[0])
     return gateway_client(ApiToken.objects.issue(user)[1])
+
+
+@pytest.mark.parametrize("mode", ["push", "nacos"])
+def test_a_gateway_endpoint_at_a_metadata_address_is_refused(api, mode):
+    response = api("admin").post(
+        "/api/v1/gateways/",
+        {"name": "meta", "mode": mode, "endpoint": "http://169.254.169.254/latest/"},
+        format="json",
+    )
+    assert response.status_code == 400
+    assert response.json()["endpoint"] == [
+        "169.254.169.254 is a cloud metadata address: refused (OUTBOUND_DENIED_NETWORKS)"
+    ]
+    assert not Gateway.objects.filter(name="meta").exists()
