@@ -3,6 +3,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from accounts.secret_fields import EncryptedTextField
 from rollouts import states
 
 
@@ -118,7 +119,7 @@ class Webhook(models.Model):
     kind = models.CharField(
         max_length=10, choices=[(GENERIC, "generic JSON"), (SLACK, "Slack")], default=GENERIC
     )
-    secret = models.CharField(max_length=200, blank=True)
+    secret = EncryptedTextField(max_length=200, blank=True)
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

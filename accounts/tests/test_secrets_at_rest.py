@@ -1,6 +1,6 @@
-"""Push secrets, Nacos passwords and registry passwords are encrypted in the database with
-GRAYLANE_SECRET_KEYS: another process with the keys reads them back, the columns never hold
-them, the migration encrypts those stored before, and keys rotate."""
+"""Push secrets, Nacos passwords, registry passwords and webhook secrets are encrypted in the
+database with GRAYLANE_SECRET_KEYS: another process with the keys reads them back, the
+columns never hold them, the migrations encrypt those stored before, and keys rotate."""
 
 import json
 import subprocess
@@ -13,19 +13,26 @@ from django.db.migrations.executor import MigrationExecutor
 from accounts.secret_fields import SecretUnreadable
 from gateways.models import Gateway
 from registry_sync.models import Registry
+from rollouts.models import Webhook
 from tests.processes import BASE_DIR, database_url, django_env
 
 OLD_KEY = "Z3JheWxhbmUtVEVTVC1PTkxZLWZlcm5ldC1rZXktMDA="  # the test settings' key
 NEW_KEY = "Z3JheWxhbmUtVEVTVC1PTkxZLWZlcm5ldC1rZXktMDE="
-MIGRATIONS = [("gateways", "0005_encrypt_secrets"), ("registry_sync", "0007_encrypt_password")]
+MIGRATIONS = [
+    ("gateways", "0005_encrypt_secrets"),
+    ("registry_sync", "0007_encrypt_password"),
+    ("rollouts", "0004_encrypt_webhook_secret"),
+]
 READ_BACK = """
 import json, django
 django.setup()
 from gateways.models import Gateway
 from registry_sync.models import Registry
+from rollouts.models import Webhook
 gateway = Gateway.objects.get(name="edge")
 print(json.dumps({"push_secret": gateway.push_secret, "nacos_password": gateway.nacos_password,
-                  "registry_password": Registry.objects.get(name="nacos").password}))
+                  "registry_password": Registry.objects.get(name="nacos").password,
+                  "webhook_secret": Webhook.objects.get(name="chat").secret}))
 """
 
 
@@ -59,7 +66,7 @@ def read_back(keys: str) -> dict:
 @pytest.fixture
 def stored(api):
     """A push gateway, a Nacos gateway's password and a registry password, made through
-    the API as an admin would."""
+    the API as an admin would, and a webhook's secret."""
     admin = api("admin")
     gateway = admin.post(
         "/api/v1/gateways/",
@@ -85,10 +92,12 @@ def stored(api):
         format="json",
     )
     assert registry.status_code == 201, registry.content
+    Webhook.objects.create(name="chat", url="http://127.0.0.1:9/hook", secret="hook-secret-789")
     return {
         "push_secret": gateway.json()["push_secret"],
         "nacos_password": "nacos-pw-123",
         "registry_password": "registry-pw-456",
+        "webhook_secret": "hook-secret-789",
     }
 
 
@@ -100,6 +109,7 @@ def test_secrets_are_read_back_by_a_new_process_and_not_stored_in_clear(stored):
         raw("gateways_gateway", "push_secret", "edge"),
         raw("gateways_gateway", "nacos_password", "edge"),
         raw("registry_sync_registry", "password", "nacos"),
+        raw("rollouts_webhook", "secret", "chat"),
     ]
     for column, secret in zip(columns, stored.values(), strict=True):
         assert secret not in column
@@ -127,7 +137,7 @@ def test_a_key_rotation_without_downtime(stored):
     # 2. The new key first: it encrypts what is written from now on; both still read.
     rotated = in_a_new_process(["manage.py", "reencrypt_secrets"], f"{NEW_KEY},{OLD_KEY}")
     assert rotated.returncode == 0, rotated.stderr
-    assert rotated.stdout.strip() == "Re-encrypted 3 secrets with the first key."
+    assert rotated.stdout.strip() == "Re-encrypted 4 secrets with the first key."
     # 3. The old key can go.
     assert read_back(NEW_KEY) == stored
     assert in_a_new_process(["-c", READ_BACK], OLD_KEY).returncode != 0
@@ -163,6 +173,9 @@ def test_the_migrations_encrypt_the_secrets_stored_before_them():
     old.get_model("registry_sync", "Registry").objects.create(
         name="old-nacos", kind="nacos", base_url="http://127.0.0.1:8848/nacos", password="old-pw"
     )
+    old.get_model("rollouts", "Webhook").objects.create(
+        name="old-hook", url="http://127.0.0.1:9/hook", secret="old-hook-secret"
+    )
     try:
         executor = MigrationExecutor(connection)
         executor.migrate([executor.loader.graph.leaf_nodes(app)[0] for app, _ in MIGRATIONS])
@@ -178,6 +191,8 @@ def test_the_migrations_encrypt_the_secrets_stored_before_them():
     assert "a" * 64 not in raw("gateways_gateway", "push_secret", "old-edge")
     assert "old-nacos-pw" not in raw("gateways_gateway", "nacos_password", "old-edge")
     assert "old-pw" not in raw("registry_sync_registry", "password", "old-nacos")
+    assert Webhook.objects.get(name="old-hook").secret == "old-hook-secret"
+    assert "old-hook-secret" not in raw("rollouts_webhook", "secret", "old-hook")
 
 
 @pytest.mark.django_db(transaction=True)
