@@ -9,6 +9,7 @@ DEMO ?= true
 DEMO_FLAGS := $(if $(filter false,$(DEMO)),,--demo)
 # A production configuration (README: Configuration) for `check --deploy`: it must stay clean.
 DEPLOY_ENV := DEBUG=false SECRET_KEY=deploy-check-only-0123456789-abcdefghijklmnopqrstuvwxyz \
+	GRAYLANE_SECRET_KEYS=Z3JheWxhbmUtZGVwbG95LWNoZWNrLW9ubHkta2V5LTA= \
 	ALLOWED_HOSTS=graylane.example.org SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO \
 	SECURE_SSL_REDIRECT=true SECURE_HSTS_SECONDS=31536000 SECURE_HSTS_INCLUDE_SUBDOMAINS=true \
 	SECURE_HSTS_PRELOAD=true

@@ -103,16 +103,28 @@ def parse_args():
     return args
 
 
-def make_fleet(gateways: int) -> list[tuple[str, str]]:
-    """(name, token) of each gateway, and a viewer whose password the clients log in with."""
+def make_fleet(gateways: int, services: list[str]) -> list[tuple[str, str]]:
+    """(name, token) of each gateway, and a viewer whose password the clients log in with.
+    The services are registered and every gateway runs the document holding them (it may
+    report only services it fronts)."""
     from django.contrib.auth.models import Group, User
+    from django.utils import timezone
 
+    from gateways import generation
     from gateways.models import Gateway
+    from registry_sync.models import Service
 
     viewer = User.objects.create_user("bench-viewer", password=PASSWORD)
     viewer.groups.add(Group.objects.get_or_create(name="viewer")[0])
+    Service.objects.bulk_create([Service(name=name) for name in services])
+    acked = generation.bump("bench services")
     return [
-        (name, Gateway.objects.create_with_credentials(name=name, mode=Gateway.PULL)[1])
+        (
+            name,
+            Gateway.objects.create_with_credentials(
+                name=name, mode=Gateway.PULL, acked_generation=acked, last_seen=timezone.now()
+            )[1],
+        )
         for name in (f"gw-{n}" for n in range(gateways))
     ]
 
@@ -241,7 +253,8 @@ def delays(posts, clients: list[Client]) -> list[float]:
 async def run(args, database: str, var_dir: str, processes: list) -> dict:
     from asgiref.sync import sync_to_async
 
-    fleet = await sync_to_async(make_fleet)(args.gateways)
+    services = [f"svc-{n}" for n in range(args.services)]
+    fleet = await sync_to_async(make_fleet)(args.gateways, services)
     extra = {"REDIS_URL": args.redis} if args.redis else {"IN_PROCESS_JOBS": "true"}
     env = django_env(
         database, REDIS_PREFIX=os.environ["REDIS_PREFIX"], GRAYLANE_VAR_DIR=var_dir, **extra
@@ -251,7 +264,6 @@ async def run(args, database: str, var_dir: str, processes: list) -> dict:
     processes += [worker, server] if worker else [server]
     for process in processes:
         await asyncio.to_thread(process.start)
-    services = [f"svc-{n}" for n in range(args.services)]
     series = [(s, f"V{v + 1}") for s in services for v in range(args.versions)]
     cookie = await asyncio.to_thread(login, server.url)
     ws_url = server.url.replace("http://", "ws://") + "/ws/live/"

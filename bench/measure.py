@@ -1,5 +1,6 @@
-"""What the bench scripts share: percentiles, CPU time next to wall time, and their PostgreSQL
-databases, made and dropped only when their names say they are bench databases.
+"""What the bench scripts share: percentiles, CPU time next to wall time, their PostgreSQL
+databases (made and dropped only when their names say they are bench databases), and the
+key their Graylane processes encrypt stored secrets with.
 
 Nothing of the project, and only the standard library until a database is made or dropped
 (psycopg): importing this never sets up Django.
@@ -14,6 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
+
+# base64 of "graylane-bench-only-fernet-key-0" (GRAYLANE_SECRET_KEYS: needed with DEBUG off).
+BENCH_SECRET_KEYS = "Z3JheWxhbmUtYmVuY2gtb25seS1mZXJuZXQta2V5LTA="
 
 # -- percentiles -------------------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.measure import Clock, percentile, tail_warning  # noqa: E402
+from bench.measure import BENCH_SECRET_KEYS, Clock, percentile, tail_warning  # noqa: E402
 from bench.servers import read_message  # noqa: E402
 
 CONCURRENCY = 32
@@ -180,6 +180,7 @@ def main() -> None:
         sys.exit("aiohttp is not installed: .venv/bin/pip install -r requirements-dev.txt")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "graylane.settings")
     os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-long-enough-for-django-checks-0123")
+    os.environ.setdefault("GRAYLANE_SECRET_KEYS", BENCH_SECRET_KEYS)
     import django
 
     django.setup()

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.measure import create_bench_database, drop_bench_database
+from bench.measure import BENCH_SECRET_KEYS, create_bench_database, drop_bench_database
 from tests.processes import BASE_DIR, AsgiServer, django_env
 
 WRK_MISSING = "no wrk: it comes from Debian (apt-get install -y wrk)"
@@ -109,6 +109,7 @@ def setup_django(database: str, var_dir: str, prefix: str, redis_url: str | None
         DATABASE_URL=database,
         GRAYLANE_VAR_DIR=var_dir,
         SECRET_KEY="bench-only-secret-key-long-enough-for-django-checks-0123",
+        GRAYLANE_SECRET_KEYS=BENCH_SECRET_KEYS,
         LOG_LEVEL="WARNING",
         REDIS_PREFIX=prefix,
     )

@@ -48,7 +48,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.measure import create_bench_database, drop_bench_database  # noqa: E402
+from bench.measure import (  # noqa: E402
+    BENCH_SECRET_KEYS,
+    create_bench_database,
+    drop_bench_database,
+)
 
 SERVICES, QUICK_SERVICES, INSTANCES_PER_SERVICE = 2000, 200, 5
 WRITE_SQL = re.compile(r'\s*(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+"?(\w+)"?', re.IGNORECASE)
@@ -135,6 +139,7 @@ def setup_django(database_url: str, var_dir: str) -> None:
     os.environ["IN_PROCESS_JOBS"] = "false"
     os.environ["LOG_LEVEL"] = "ERROR"  # the hooks log each bump as a warning
     os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-long-enough-for-django-checks-0123")
+    os.environ.setdefault("GRAYLANE_SECRET_KEYS", BENCH_SECRET_KEYS)
     os.environ.pop("REDIS_URL", None)  # in-memory channel layer: no network in the timing
     import django
     from django.core.management import call_command

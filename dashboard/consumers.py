@@ -7,6 +7,7 @@ from django.conf import settings
 
 import events
 from accounts.roles import role_of
+from routing_engine import bounded_json
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,16 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         await events.unsubscribe(self.channel_layer, self.channel_name)
         await events.leave(self.channel_layer, self.channel_name, self.metrics_groups)
         self.metrics_groups = set()
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        """Only a text frame of JSON can be a subscription; any other frame (binary, not
+        JSON, nested too deep) is answered as a wrong subscription would be, and dropped:
+        the socket stays open."""
+        try:
+            content = None if text_data is None else bounded_json.loads(text_data)
+        except ValueError:
+            content = None
+        await self.receive_json(content)
 
     async def receive_json(self, content, **kwargs):
         if self.writer is None:

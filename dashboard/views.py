@@ -3,7 +3,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -27,6 +27,20 @@ from .demo_restart import NotRestartable, restart_demo_instance, restartable
 from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
 
 
+def _registry_rows(user) -> list[Registry]:
+    rows = list(
+        Registry.objects.annotate(
+            service_count=Count("services", distinct=True),
+            no_version_count=Count(
+                "services__instances", filter=Q(services__instances__version=None)
+            ),
+        )
+    )
+    for row in rows:
+        row.shown_error = row.last_error_for(user)
+    return rows
+
+
 @role_required(VIEWER)
 def overview(request):
     state = load_state()
@@ -46,7 +60,7 @@ def overview(request):
             "service_count": Service.objects.count(),
             "revisions": Revision.objects.defer("content", "diff")[:5],
             "audit": AuditEntry.objects.all()[:8],
-            "registries": Registry.objects.annotate(service_count=Count("services")),
+            "registries": _registry_rows(request.user),
         },
     )
 

@@ -235,10 +235,11 @@ class NamingClient:
         interval_ms = body.get("clientBeatInterval") or DEFAULT_BEAT_INTERVAL_MS
         return BeatResult(interval_s=interval_ms / 1000, found=body.get("code") != BEAT_NOT_FOUND)
 
-    async def list_instances(
+    async def list_hosts(
         self, service: str, *, healthy_only: bool = False, clusters: tuple[str, ...] = ()
-    ) -> list[Instance]:
-        """GET /v1/ns/instance/list: the enabled instances of `service`."""
+    ) -> list[Any]:
+        """GET /v1/ns/instance/list: the enabled instances of `service`, as the registry
+        wrote them (the `hosts` of the answer), for a caller that reads each on its own."""
         params = {
             "serviceName": service,
             "groupName": self.group,
@@ -247,6 +248,12 @@ class NamingClient:
             "healthyOnly": _flag(healthy_only),
         }
         hosts = (await self._call("GET", "/v1/ns/instance/list", params)).json().get("hosts")
+        return hosts if isinstance(hosts, list) else []
+
+    async def list_instances(
+        self, service: str, *, healthy_only: bool = False, clusters: tuple[str, ...] = ()
+    ) -> list[Instance]:
+        """GET /v1/ns/instance/list: the enabled instances of `service`."""
         return [
             Instance(
                 service=service,
@@ -259,7 +266,7 @@ class NamingClient:
                 enabled=bool(host.get("enabled", True)),
                 healthy=bool(host.get("healthy", True)),
             )
-            for host in hosts or []
+            for host in await self.list_hosts(service, healthy_only=healthy_only, clusters=clusters)
         ]
 
 

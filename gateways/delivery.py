@@ -148,6 +148,7 @@ def _publish_to_nacos(gateway: Gateway, snapshot: Snapshot) -> int:
             username=gateway.nacos_username,
             password=gateway.nacos_password,
             timeout=settings.GATEWAY_PUSH_TIMEOUT,
+            policy=settings.OUTBOUND_POLICY,
         ) as nacos:
             nacos.publish(gateway.data_id, gateway.group, gateway.namespace, content)
             stored = nacos.stored_md5(gateway.data_id, gateway.group, gateway.namespace)

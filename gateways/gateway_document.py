@@ -12,13 +12,23 @@ request.
 generations that route the same way have the same checksum and a gateway may skip reloading.
 `services` lists every service the registries know plus every service with a version
 override, even with no routable instance: a gateway can then tell "no instance up" (503)
-from "no such service" (404). `instances` are the routable ones only (state UP).
+from "no such service" (404). `instances` are the routable ones only (state UP); an instance
+without a version has `"version": null` (it takes ALL traffic only).
+
+Nothing a gateway would skip is sent: every instance and service name passes the rules
+gateways apply (routing_engine.records). The sync stores nothing else, but rows stored
+before it checked (or by hand) are left out here, and logged.
 """
+
+import logging
 
 from registry_sync.models import Instance, Service
 from releases.documents import effective_versions
 from releases.publishing import load_state
 from routing_engine import ROUTABLE_STATE, SERVICE_ROUTING_FIELDS, checksum
+from routing_engine.records import RecordError, read_instance, service_name_problem
+
+log = logging.getLogger(__name__)
 
 
 def build_document(generation: int) -> dict:
@@ -31,12 +41,22 @@ def build_document(generation: int) -> dict:
         .values_list("service__name", "instance_id", "host", "port", "version", "weight")
     )
     for service, instance_id, host, port, version, weight in rows:
-        instances.setdefault(service, []).append(
-            {"id": instance_id, "host": host, "port": port, "version": version, "weight": weight}
-        )
+        record = {"id": instance_id, "host": host, "port": port, "version": version,
+                  "weight": weight}  # fmt: skip
+        try:
+            usable, _ = read_instance(record)
+        except RecordError as exc:
+            log.warning("Generation %d leaves out instance %s of %s: %s", generation,
+                        instance_id, service, exc)  # fmt: skip
+            continue
+        record["version"] = usable.version
+        instances.setdefault(service, []).append(record)
     names = set(Service.objects.values_list("name", flat=True)) | set(policy["services"])
     services = {}
     for name in sorted(names | set(instances)):
+        if service_name_problem(name):
+            log.warning("Generation %d leaves out service %r: not a service name", generation, name)
+            continue
         prod, gray = effective_versions(policy, name)
         services[name] = {"prod": prod, "gray": gray, "instances": instances.get(name, [])}
         override = policy["services"].get(name, {})

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from events.outages import unavailable
 from gateways.gateway_document import build_document
-from gateways.models import Gateway, Generation
+from gateways.models import DocumentService, Gateway, Generation
 from gateways.signals import generation_made
 from gateways.snapshot import Snapshot
 from routing_engine import canonical_json
@@ -102,6 +102,7 @@ def bump(reason: str, *, only_if_none: bool = False) -> int:
             created_at=now,
         )
         Generation.objects.filter(number__lt=number).exclude(content="").update(content="")
+        _record_stays(number, set(document["services"]))
         snapshot = Snapshot(number, now, body.encode())
         transaction.on_commit(lambda: _announce(snapshot))
     log.info("Gateway document generation %s (%s).", number, reason)
@@ -116,8 +117,25 @@ def _serialise_bumps() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_BUMP_LOCK])
 
 
+def _record_stays(number: int, names: set[str]) -> None:
+    """Generation `number` holds these services: open a stay for each new one, close the
+    stays of those it no longer holds."""
+    present = set(
+        DocumentService.objects.filter(until_generation=None).values_list("name", flat=True)
+    )
+    gone = present - names
+    if gone:
+        DocumentService.objects.filter(until_generation=None, name__in=gone).update(
+            until_generation=number
+        )
+    DocumentService.objects.bulk_create(
+        [DocumentService(name=name, first_generation=number) for name in sorted(names - present)]
+    )
+
+
 def prune(now: datetime) -> None:
-    """Forget generations older than HISTORY but the newest of them (the periodic sweep)."""
+    """Forget generations older than HISTORY but the newest of them (the periodic sweep),
+    and the stays of services that ended before it."""
     oldest_kept = (
         Generation.objects.filter(created_at__lte=now - HISTORY)
         .order_by("-number")
@@ -126,6 +144,7 @@ def prune(now: datetime) -> None:
     )
     if oldest_kept is not None:
         Generation.objects.filter(number__lt=oldest_kept).delete()
+        DocumentService.objects.filter(until_generation__lte=oldest_kept).delete()
 
 
 def _announce(snapshot: Snapshot) -> None:

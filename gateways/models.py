@@ -5,6 +5,7 @@ from django.conf import settings
 from django.db import models
 
 from accounts.models import hash_token
+from accounts.secret_fields import MAX_PASSWORD_LENGTH, EncryptedTextField
 
 
 class GatewayQuerySet(models.QuerySet):
@@ -28,7 +29,6 @@ class Gateway(models.Model):
     ]
     IN_SYNC, PENDING, FAILING, STALE = "in_sync", "pending", "failing", "stale"
     STATUSES = (IN_SYNC, PENDING, FAILING, STALE)
-
     name = models.SlugField(max_length=64, unique=True)
     mode = models.CharField(max_length=8, choices=MODES, default=PULL)
     endpoint = models.URLField(
@@ -46,11 +46,11 @@ class Gateway(models.Model):
         "design's gateway (empty: `gray` at the top).",
     )
     nacos_username = models.CharField(max_length=128, blank=True)
-    nacos_password = models.CharField(max_length=256, blank=True)
+    nacos_password = EncryptedTextField(max_length=MAX_PASSWORD_LENGTH, blank=True)
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     token_prefix = models.CharField(max_length=8, editable=False)
-    # Kept in clear: signing needs the secret itself, not a hash of it.
-    push_secret = models.CharField(max_length=64, editable=False)
+    # Encrypted, not hashed: signing needs the secret itself.
+    push_secret = EncryptedTextField(max_length=64, editable=False)
     acked_generation = models.PositiveBigIntegerField(default=0)
     acked_at = models.DateTimeField(null=True, blank=True)
     last_seen = models.DateTimeField(null=True, blank=True)
@@ -59,10 +59,31 @@ class Gateway(models.Model):
     # "nginx" and that proxy's version); null for gateways that do not say.
     engine = models.CharField(max_length=32, null=True, blank=True)
     engine_version = models.CharField(max_length=64, null=True, blank=True)
+    skipped = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Records of the acked generation the gateway runs without: "
+        '[{"record", "reason"}].',
+    )
     attempts = models.PositiveIntegerField(
         default=0, help_text="Failed delivery attempts since the last success."
     )
     last_attempt_at = models.DateTimeField(null=True, blank=True)
+    fronts = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Names of the services this gateway fronts: it may report metrics of "
+        "those only, and only those count in release analysis. Empty: every service of "
+        "the document it runs.",
+    )
+    refused_samples = models.PositiveBigIntegerField(
+        default=0,
+        help_text="Metric samples refused: services it does not front, or over METRICS_MAX_SERIES.",
+    )
+    # {service: samples} of the last batch with refusals, its largest few: a forged batch of
+    # thousands of services must not grow the row.
+    last_refused = models.JSONField(default=dict, blank=True)
+    last_refused_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = GatewayQuerySet.as_manager()
@@ -110,3 +131,28 @@ class Generation(models.Model):
 
     def __str__(self):
         return f"generation {self.number}"
+
+
+class DocumentService(models.Model):
+    """A service's stay in the gateway document: in every generation from `first_generation`
+    up to, not including, `until_generation` (null: in the newest). The documents' content
+    is not kept, so this is how the services of the generation a gateway acked are known
+    (gateways/fronting.py: what it may report metrics of)."""
+
+    name = models.CharField(max_length=255)
+    first_generation = models.PositiveBigIntegerField()
+    until_generation = models.PositiveBigIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["name"],
+                condition=models.Q(until_generation__isnull=True),
+                name="gateways_one_open_stay_per_service",
+            )
+        ]
+        indexes = [models.Index(fields=["name", "first_generation"], name="gateways_stay_name")]
+
+    def __str__(self):
+        until = "" if self.until_generation is None else self.until_generation - 1
+        return f"{self.name}: generations {self.first_generation}-{until}"

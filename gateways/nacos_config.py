@@ -8,6 +8,7 @@ import hashlib
 
 import httpx
 
+import outbound
 from registry_sync.adapters.nacos import NacosAdapter
 
 
@@ -18,9 +19,22 @@ def md5_hex(content: bytes) -> str:
 class NacosConfigClient(NacosAdapter):
     CONFIGS = "/v1/cs/configs"
 
-    def __init__(self, base_url: str, *, username: str = "", password: str = "", timeout: float):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        username: str = "",
+        password: str = "",
+        timeout: float,
+        policy: outbound.Policy,
+    ):
         super().__init__(
-            base_url, username=username, password=password, api_version="v1", timeout=timeout
+            base_url,
+            username=username,
+            password=password,
+            api_version="v1",
+            timeout=timeout,
+            policy=policy,
         )
 
     def publish(self, data_id: str, group: str, tenant: str, content: str) -> None:

@@ -1,13 +1,16 @@
 import re
 
+from django.conf import settings
 from rest_framework import serializers
 
+from accounts.secret_fields import MAX_PASSWORD_LENGTH
 from gateways.models import Gateway
 from registry_sync.serializers import PORT_RANGE, port_in_range
 
 # Nacos ParamUtils.validChars: letters, digits and _ - . : (the Nacos config Open API).
 NACOS_NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
 YAML_PREFIX = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+MAX_FRONTS = 1000
 # What a change must redeliver: where and how the gateway gets its document.
 DELIVERY_FIELDS = (
     "mode",
@@ -21,14 +24,30 @@ DELIVERY_FIELDS = (
 )
 
 
+class ServiceNameField(serializers.CharField):
+    """A service name as JSON gives it: a string (DRF's CharField would take 1 for "1")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class GatewayStatusSerializer(serializers.ModelSerializer):
     """The contract's fields (name, mode, endpoint, status, desired_generation,
-    acked_generation, last_seen, last_error) and the failed attempts: what the gateways page
-    shows, sent on the live stream whenever they change. Needs `generation` (the current
-    one) and `now` in its context."""
+    acked_generation, last_seen, last_error, skipped), the failed attempts, the services it
+    fronts and the metric samples it was refused: what the gateways page shows, sent on the
+    live stream whenever they change. Needs `generation` (the current one) and `now` in its
+    context."""
 
     status = serializers.SerializerMethodField()
     desired_generation = serializers.SerializerMethodField()
+    skipped = serializers.ListField(
+        child=serializers.DictField(child=serializers.CharField()),
+        read_only=True,
+        help_text='Records of the acked generation the gateway runs without: {"record", '
+        '"reason"} each (it is in sync all the same).',
+    )
 
     class Meta:
         model = Gateway
@@ -41,9 +60,14 @@ class GatewayStatusSerializer(serializers.ModelSerializer):
             "acked_generation",
             "last_seen",
             "last_error",
+            "skipped",
             "attempts",
             "engine",
             "engine_version",
+            "fronts",
+            "refused_samples",
+            "last_refused",
+            "last_refused_at",
         ]
         read_only_fields = fields
 
@@ -60,7 +84,15 @@ class GatewaySerializer(GatewayStatusSerializer):
 
     endpoint = serializers.URLField(required=False, allow_blank=True, max_length=200)
     nacos_password = serializers.CharField(
-        write_only=True, required=False, allow_blank=True, max_length=256
+        write_only=True, required=False, allow_blank=True, max_length=MAX_PASSWORD_LENGTH
+    )
+    fronts = serializers.ListField(
+        child=ServiceNameField(max_length=255),
+        required=False,
+        max_length=MAX_FRONTS,
+        help_text="Names of the services this gateway fronts: it may report metrics of those "
+        "only, and only those count in release analysis. Empty (the default): every service "
+        "of the gateway document it runs.",
     )
 
     class Meta:
@@ -82,7 +114,11 @@ class GatewaySerializer(GatewayStatusSerializer):
             "acked_generation",
             "last_seen",
             "last_error",
+            "skipped",
             "attempts",
+            "refused_samples",
+            "last_refused",
+            "last_refused_at",
             "acked_at",
             "last_attempt_at",
             "token_prefix",
@@ -94,6 +130,8 @@ class GatewaySerializer(GatewayStatusSerializer):
             raise serializers.ValidationError("An http:// or https:// URL.")
         if value and not port_in_range(value):
             raise serializers.ValidationError(PORT_RANGE)
+        if refusal := settings.OUTBOUND_POLICY.url_refusal(value):
+            raise serializers.ValidationError(refusal)
         return value
 
     def _nacos_name(self, value: str, *, blank: bool = False) -> str:
@@ -109,6 +147,9 @@ class GatewaySerializer(GatewayStatusSerializer):
 
     def validate_namespace(self, value: str) -> str:
         return self._nacos_name(value, blank=True)
+
+    def validate_fronts(self, value: list[str]) -> list[str]:
+        return sorted(set(value))
 
     def validate_yaml_prefix(self, value: str) -> str:
         if value and not YAML_PREFIX.match(value):

@@ -5,11 +5,12 @@ from django.db import transaction
 
 from audit import log as audit_log
 from events.after_commit import after_commit
-from gateways import generation, tasks
+from gateways import generation, status_updates, tasks
 from gateways.models import Gateway
 from gateways.serializers import DELIVERY_FIELDS
 
-AUDITED_FIELDS = [field for field in DELIVERY_FIELDS if field != "nacos_password"]
+# `fronts` decides whose metrics a release trusts: audited, though no delivery field.
+AUDITED_FIELDS = [field for field in DELIVERY_FIELDS if field != "nacos_password"] + ["fronts"]
 
 
 def _audit_view(gateway: Gateway) -> dict:
@@ -52,6 +53,7 @@ def update_gateway(gateway: Gateway, fields: dict, *, actor: str) -> Gateway:
                 setattr(gateway, field, value)
             _deliver_newest_after_commit(gateway)
         _audit(actor, "gateway.update", gateway, audit_before, _audit_view(gateway))
+        transaction.on_commit(lambda: status_updates.changed(gateway.pk))
     return gateway
 
 

@@ -19,7 +19,8 @@ from typing import Any
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError, ValidationError
 
-MAX_DEPTH = 64
+from routing_engine.bounded_json import MAX_DEPTH
+
 # A surrogate or NUL can only come from an escape: the raw text is strictly decoded UTF-8,
 # and a raw control character is not valid JSON.
 _SUSPECT_ESCAPE = re.compile(rb"\\u(?:[dD][89a-fA-F][0-9a-fA-F]{2}|0000)")

@@ -6,8 +6,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
+import outbound
 from graylane.env import env_bool, env_float, env_int, env_list, env_str
 from routing_engine import parse_networks
 
@@ -32,6 +34,36 @@ if not DEBUG and (
     )
 if not SECRET_KEY:
     SECRET_KEY = "insecure-dev-only-key-debug-is-on"
+
+# Secrets kept at rest (accounts/secret_fields.py): Fernet keys, the first encrypts, every one
+# decrypts (README: Secrets at rest, rotation). With DEBUG (`make run`) and none set, a
+# published key: base64 of "graylane-insecure-dev-only-key-0".
+DEV_SECRET_KEYS = ["Z3JheWxhbmUtaW5zZWN1cmUtZGV2LW9ubHkta2V5LTA="]
+
+
+def _secret_keys() -> list[str]:
+    keys = env_list("GRAYLANE_SECRET_KEYS", [])
+    if DEBUG and not keys:
+        return DEV_SECRET_KEYS
+    if not keys or set(keys) & set(DEV_SECRET_KEYS):
+        raise ImproperlyConfigured(
+            "GRAYLANE_SECRET_KEYS must be set when DEBUG is off, and not to the published "
+            "development key (it encrypts the stored push secrets and passwords). Generate a "
+            "key with: python -c 'from cryptography.fernet import Fernet; "
+            "print(Fernet.generate_key().decode())'"
+        )
+    for position, key in enumerate(keys, start=1):
+        try:
+            Fernet(key)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"GRAYLANE_SECRET_KEYS: key {position} is not a Fernet key (32 url-safe "
+                "base64-encoded bytes, as Fernet.generate_key() makes)."
+            ) from None
+    return keys
+
+
+GRAYLANE_SECRET_KEYS = _secret_keys()
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -313,6 +345,22 @@ try:
 except ValueError as exc:
     raise ImproperlyConfigured(f"TRUSTED_PROXIES: {exc}") from exc
 
+
+# Where registries, webhooks, Prometheus and Nacos config servers may be (outbound/policy.py):
+# checked when an address is saved and again at every connection.
+def _networks(name: str, default: tuple[str, ...]) -> list[str]:
+    value = env_list(name, list(default))
+    try:
+        parse_networks(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from None
+    return value
+
+
+OUTBOUND_ALLOWED_NETWORKS = _networks("OUTBOUND_ALLOWED_NETWORKS", outbound.DEFAULT_ALLOWED)
+OUTBOUND_DENIED_NETWORKS = _networks("OUTBOUND_DENIED_NETWORKS", outbound.DEFAULT_DENIED)
+OUTBOUND_POLICY = outbound.Policy(OUTBOUND_ALLOWED_NETWORKS, OUTBOUND_DENIED_NETWORKS)
+
 REGISTRY_TIMEOUT = env_float("REGISTRY_TIMEOUT", 3.0, minimum=0.1)
 # The embedded registry's naming API (/nacos/v1/ns/...) wants Nacos credentials: an
 # accessToken from /nacos/v1/auth/login, valid this many seconds, or a `service` API token.
@@ -324,6 +372,9 @@ METRICS_RETENTION_DAYS = env_float("METRICS_RETENTION_DAYS", 14.0, minimum=0.01)
 METRICS_MAX_AGE_SECONDS = env_int("METRICS_MAX_AGE_SECONDS", 600, minimum=10)
 METRICS_MAX_SAMPLES = env_int("METRICS_MAX_SAMPLES", 1000, minimum=1)
 METRICS_MAX_BODY_BYTES = env_int("METRICS_MAX_BODY_BYTES", 262_144, minimum=1)
+# Series (service, version) with samples in the live windows at once; a sample that would
+# start one more is refused, so what gateways send cannot grow memory, /metrics or the page.
+METRICS_MAX_SERIES = env_int("METRICS_MAX_SERIES", 10_000, minimum=1)
 # /metrics (Prometheus): open when empty, else `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_str("METRICS_TOKEN")
 # The series API's other source: Prometheus, through PromQL templates (metrics/prometheus.py).
@@ -335,6 +386,8 @@ if METRICS_SOURCE not in ("rollups", "prometheus"):
     raise ImproperlyConfigured(f"METRICS_SOURCE={METRICS_SOURCE!r}: use rollups or prometheus.")
 if METRICS_SOURCE == "prometheus" and not PROMETHEUS_URL:
     raise ImproperlyConfigured("METRICS_SOURCE=prometheus needs PROMETHEUS_URL.")
+if _refusal := OUTBOUND_POLICY.url_refusal(PROMETHEUS_URL):
+    raise ImproperlyConfigured(f"PROMETHEUS_URL={PROMETHEUS_URL!r}: {_refusal}")
 # Events one /ws/live/ socket may have waiting before it is dropped as too slow.
 LIVE_CLIENT_QUEUE = env_int("LIVE_CLIENT_QUEUE", 256, minimum=1)
 

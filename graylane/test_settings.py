@@ -5,6 +5,8 @@ import os
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-long-enough-for-django-checks-0123456789")
 os.environ.setdefault("DEBUG", "false")
+# base64 of "graylane-TEST-ONLY-fernet-key-00"; the servers the tests start inherit it.
+os.environ.setdefault("GRAYLANE_SECRET_KEYS", "Z3JheWxhbmUtVEVTVC1PTkxZLWZlcm5ldC1rZXktMDA=")
 os.environ.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 # Tests start what they need themselves; no background jobs inside the test process.
 os.environ.setdefault("IN_PROCESS_JOBS", "false")

@@ -29,7 +29,11 @@ class MetricsIngestView(GatewayEndpoint):
         description=(
             "Samples a gateway saw: per service, version and second, requests, errors and "
             "p95 latency. A sample re-sent (same gateway, service, version, ts) is counted "
-            "once. Any invalid sample refuses the whole request, and nothing is stored."
+            "once. Any invalid sample refuses the whole request, and nothing is stored. "
+            "Samples of services the gateway does not front (not in the gateway document it "
+            "acked, or not in its `fronts`), or that would start a series beyond "
+            "METRICS_MAX_SERIES, are refused and the rest taken: `refused` counts them by "
+            "service, `refused_reasons` says why."
         ),
         request=IngestSerializer,
         auth=GATEWAY_TOKEN,
@@ -45,10 +49,14 @@ class MetricsIngestView(GatewayEndpoint):
             data=request.data, context={"gateway": request.user.gateway.name}
         )
         serializer.is_valid(raise_exception=True)
-        accepted, duplicates = services.ingest(request.user.gateway.name, serializer.to_samples())
-        return Response(
-            {"accepted": accepted, "duplicates": duplicates}, status=status.HTTP_202_ACCEPTED
-        )
+        ingested = services.ingest(request.user.gateway, serializer.to_samples())
+        answer = {
+            "accepted": ingested.accepted,
+            "duplicates": ingested.duplicates,
+            "refused": ingested.refused,
+            "refused_reasons": ingested.reasons,
+        }
+        return Response(answer, status=status.HTTP_202_ACCEPTED)
 
 
 SOURCE_FAILURES = {

@@ -9,13 +9,17 @@ still follows a version whose tail really grows. Histograms add, so seconds, min
 steps all merge the same way, in Redis (HINCRBY), in SQL rows and in Python.
 
 Buckets are geometric: bucket k holds p95s in (2^((k-1)/4), 2^(k/4)] ms, so a reported
-value is at most 19 % above the true one; bucket 0 is everything up to 1 ms, the last is
-everything above 2^16 ms (65.5 s).
+value is at most 19 % above the true one. They reach below a millisecond (negative k), since
+a gateway on loopback answers in tenths of one; the first is everything up to 2^-10 ms
+(about 1 µs), the last everything above 2^16 ms (65.5 s). Bucket 0 is (0.84, 1] ms, and
+held everything up to 1 ms before the sub-millisecond buckets existed: stored figures of
+then still read as 1 ms.
 """
 
 import math
 
 STEPS_PER_DOUBLING = 4
+FIRST_BUCKET = -10 * STEPS_PER_DOUBLING
 LAST_BUCKET = 16 * STEPS_PER_DOUBLING + 1
 PERCENTILE = 0.95
 
@@ -23,13 +27,15 @@ Histogram = dict[int, int]
 
 
 def bucket_of(latency_ms: float) -> int:
-    if latency_ms <= 1.0:
-        return 0
+    if latency_ms <= 2.0 ** (FIRST_BUCKET / STEPS_PER_DOUBLING):
+        return FIRST_BUCKET
     return min(LAST_BUCKET, math.ceil(math.log2(latency_ms) * STEPS_PER_DOUBLING - 1e-9))
 
 
 def upper_edge(bucket: int) -> float:
-    return round(2 ** (bucket / STEPS_PER_DOUBLING), 3)
+    edge = 2 ** (bucket / STEPS_PER_DOUBLING)
+    # Below a millisecond, three significant digits (0.000977, not 0.001).
+    return round(edge, 3) if edge >= 1 else float(f"{edge:.3g}")
 
 
 def merge(into: Histogram, other: Histogram) -> Histogram:

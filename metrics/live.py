@@ -1,11 +1,17 @@
 """Live windows: the last minutes of samples per (service, version) and second, for the
-sliding 10 s / 1 min / 5 min figures that /ws/live/ shows.
+sliding 10 s / 1 min / 5 min figures that /ws/live/ shows, and per gateway as well, for
+the release analysis (which counts the figures of some gateways only).
 
 One interface, two backends: Redis when REDIS_URL is set (every web process and the worker
 see the same windows; keys under REDIS_PREFIX), process memory otherwise (the default mode
-runs everything in one process). Both also remember which (gateway, service, version, ts)
-they have counted, so a re-sent sample is counted once, and `accept` answers the samples
-that were new: only those go on to the rollups.
+runs everything in one process). Both remember each (gateway, service, version, ts) they
+have counted, with that gateway's figures, so a re-sent sample is counted once, and `accept`
+answers the samples that were new: only those go on to the rollups.
+
+The series (service, version) with a sample in the last keep_seconds() are at most
+METRICS_MAX_SERIES: a sample that would start one more is not counted (`accept` answers it
+apart), so neither these windows nor what is read from them (/metrics, /ws/live/) grow
+without bound whatever gateways send.
 """
 
 import json
@@ -14,6 +20,7 @@ import time
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import redis
 from django.conf import settings
@@ -35,10 +42,16 @@ def keep_seconds() -> int:
     return max(LONGEST_SPAN, settings.METRICS_MAX_AGE_SECONDS) + 60
 
 
+class Counted(NamedTuple):
+    new: list[Sample]  # counted now
+    over_cap: list[Sample]  # not counted: they would start a series beyond METRICS_MAX_SERIES
+
+
 class LiveWindows(ABC):
     @abstractmethod
-    def accept(self, gateway: str, samples: list[Sample]) -> list[Sample]:
-        """Count the samples not counted before for this gateway; answer those."""
+    def accept(self, gateway: str, samples: list[Sample]) -> Counted:
+        """Count the samples not counted before for this gateway, within the series cap;
+        the others were counted before (re-sent)."""
 
     @abstractmethod
     def withdraw(self, gateway: str, samples: list[Sample]) -> None:
@@ -51,6 +64,12 @@ class LiveWindows(ABC):
     @abstractmethod
     def seconds(self, series: list[Series], first: int, last: int) -> dict[Series, list[Second]]:
         """Each series' non-empty seconds in [first, last]."""
+
+    @abstractmethod
+    def by_gateway(
+        self, series: list[Series], first: int, last: int
+    ) -> dict[Series, dict[str, Figures]]:
+        """Each series' figures over the seconds [first, last], per gateway that reported."""
 
     @abstractmethod
     def ingested(self) -> int:
@@ -77,12 +96,20 @@ class LiveWindows(ABC):
         return answer
 
 
+def _histogram(total: int, bucket: int | None) -> latency.Histogram:
+    return {} if bucket is None else {bucket: total}
+
+
+# One gateway's sample of one second: (total, errors, latency bucket or None).
+_Reported = tuple[int, int, int | None]
+
+
 @dataclass
 class _MemorySecond:
     total: int = 0
     errors: int = 0
     histogram: latency.Histogram = field(default_factory=dict)
-    gateways: set[str] = field(default_factory=set)
+    gateways: dict[str, _Reported] = field(default_factory=dict)
 
 
 class MemoryWindows(LiveWindows):
@@ -92,29 +119,43 @@ class MemoryWindows(LiveWindows):
         self._latest: dict[Series, int] = {}
         self._ingested = 0
         self._pruned_at = 0.0
+        self._forgot_at = 0.0
         self._claimed = 0
 
     def accept(self, gateway, samples):
-        new = []
+        new, over_cap = [], []
         with self._lock:
+            self._prune()
             for sample in samples:
+                if not self._room_for(sample.series):
+                    over_cap.append(sample)
+                    continue
                 second = self._seconds[sample.series].setdefault(sample.ts, _MemorySecond())
                 if gateway in second.gateways:
                     continue
-                second.gateways.add(gateway)
+                second.gateways[gateway] = (sample.total, sample.errors, sample.bucket)
                 self._add(second, sample, 1)
                 self._latest[sample.series] = max(self._latest.get(sample.series, 0), sample.ts)
                 new.append(sample)
             self._ingested += len(new)
-            self._prune()
-        return new
+        return Counted(new, over_cap)
+
+    def _room_for(self, series: Series) -> bool:
+        if series in self._latest or len(self._latest) < settings.METRICS_MAX_SERIES:
+            return True
+        # Full: forget the series gone quiet, at most once a second (a flood of new series
+        # must not make every sample walk them all).
+        now = time.time()
+        if now - self._forgot_at >= 1:
+            self._forgot_at = now
+            self._forget_quiet(int(now) - keep_seconds())
+        return len(self._latest) < settings.METRICS_MAX_SERIES
 
     def withdraw(self, gateway, samples):
         with self._lock:
             for sample in samples:
-                second = self._seconds[sample.series].get(sample.ts)
-                if second is not None and gateway in second.gateways:
-                    second.gateways.discard(gateway)
+                second = self._seconds.get(sample.series, {}).get(sample.ts)
+                if second is not None and second.gateways.pop(gateway, None) is not None:
                     self._add(second, sample, -1)
                     self._ingested -= 1
 
@@ -141,6 +182,12 @@ class MemoryWindows(LiveWindows):
                 del self._seconds[series]
                 self._latest.pop(series, None)
 
+    def _forget_quiet(self, oldest: int) -> None:
+        """Drop the series with no second at or after `oldest`."""
+        for series in [series for series, latest in self._latest.items() if latest < oldest]:
+            del self._latest[series]
+            self._seconds.pop(series, None)
+
     def active(self, since):
         with self._lock:
             return sorted(series for series, latest in self._latest.items() if latest >= since)
@@ -156,6 +203,18 @@ class MemoryWindows(LiveWindows):
                 for one in series
             }
 
+    def by_gateway(self, series, first, last):
+        answer: dict[Series, dict[str, Figures]] = {}
+        with self._lock:
+            for one in series:
+                per_gateway: dict[str, Figures] = defaultdict(Figures)
+                for ts, second in self._seconds.get(one, {}).items():
+                    if first <= ts <= last:
+                        for gateway, (total, errors, bucket) in second.gateways.items():
+                            per_gateway[gateway].add(total, errors, _histogram(total, bucket))
+                answer[one] = dict(per_gateway)
+        return answer
+
     def ingested(self):
         with self._lock:
             return self._ingested
@@ -168,11 +227,21 @@ class MemoryWindows(LiveWindows):
             return True
 
 
-# Counts one sample atomically: remembers (gateway, ts) in the series' `seen` hash of that
-# second and, only if it was not there, adds its figures to the second's hash. Redis runs a
-# script alone, so two web processes never count one sample twice.
+# Counts one sample atomically: remembers the gateway's figures under its name in the
+# series' `gw` hash of that second (KEYS[1]) and, only if it was not there, adds them to the
+# second's hash (KEYS[2]). A sample of a series not in `active` (KEYS[3]) is refused (2)
+# while `active` holds METRICS_MAX_SERIES (ARGV[8]) series, even once those quiet since
+# ARGV[9] are dropped. Redis runs a script alone, so two web processes never count one
+# sample twice, nor let two new series in past the cap.
 _ACCEPT = """
-if redis.call('HSETNX', KEYS[1], ARGV[1], 1) == 0 then return 0 end
+if not redis.call('ZSCORE', KEYS[3], ARGV[7])
+    and redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[8]) then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[9])
+  if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[8]) then return 2 end
+end
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4]) == 0 then
+  return 0
+end
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 redis.call('HINCRBY', KEYS[2], 't', ARGV[2])
 redis.call('HINCRBY', KEYS[2], 'e', ARGV[3])
@@ -212,7 +281,7 @@ class RedisWindows(LiveWindows):
     def _keys(self, sample: Sample) -> list[str]:
         series = self._series_key(sample.series)
         return [
-            f"{self.prefix}:seen:{series}:{sample.ts}",
+            f"{self.prefix}:gw:{series}:{sample.ts}",
             f"{self.prefix}:sec:{series}:{sample.ts}",
             f"{self.prefix}:active",
             f"{self.prefix}:ingested",
@@ -220,18 +289,23 @@ class RedisWindows(LiveWindows):
 
     def _run(self, script, gateway: str, samples: list[Sample]) -> list[int]:
         ttl = keep_seconds()
+        cap = [settings.METRICS_MAX_SERIES, int(time.time()) - ttl]
         pipe = self.redis.pipeline(transaction=False)
         for sample in samples:
             bucket = "" if sample.bucket is None else str(sample.bucket)
             args = [gateway, sample.total, sample.errors, bucket, ttl, sample.ts]
-            script(self._keys(sample), [*args, self._series_key(sample.series)], client=pipe)
+            script(self._keys(sample), [*args, self._series_key(sample.series), *cap], client=pipe)
         return pipe.execute()
 
     def accept(self, gateway, samples):
         if not samples:
-            return []
-        counted = self._run(self._accept, gateway, samples)
-        return [sample for sample, new in zip(samples, counted, strict=True) if new]
+            return Counted([], [])
+        outcomes = self._run(self._accept, gateway, samples)
+        pairs = list(zip(samples, outcomes, strict=True))
+        return Counted(
+            [sample for sample, outcome in pairs if outcome == 1],
+            [sample for sample, outcome in pairs if outcome == 2],
+        )
 
     def withdraw(self, gateway, samples):
         if samples:
@@ -261,6 +335,19 @@ class RedisWindows(LiveWindows):
             }
             answer[one].append((ts, int(fields[b"t"]), int(fields[b"e"]), histogram))
         return answer
+
+    def by_gateway(self, series, first, last):
+        pipe = self.redis.pipeline(transaction=False)
+        wanted = [(one, ts) for one in series for ts in range(first, last + 1)]
+        for one, ts in wanted:
+            pipe.hgetall(f"{self.prefix}:gw:{self._series_key(one)}:{ts}")
+        answer: dict[Series, dict[str, Figures]] = {one: defaultdict(Figures) for one in series}
+        for (one, _), reported in zip(wanted, pipe.execute(), strict=True):
+            for gateway, value in reported.items():
+                total, errors, bucket = value.split(b" ")  # as _ACCEPT writes it
+                histogram = _histogram(int(total), int(bucket) if bucket else None)
+                answer[one][gateway.decode()].add(int(total), int(errors), histogram)
+        return {one: dict(per_gateway) for one, per_gateway in answer.items()}
 
     def ingested(self):
         return int(self.redis.get(f"{self.prefix}:ingested") or 0)

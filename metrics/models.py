@@ -32,7 +32,7 @@ class MinuteLatency(models.Model):
     service = models.CharField(max_length=255)
     version = models.CharField(max_length=100)
     minute = models.PositiveBigIntegerField()
-    bucket = models.PositiveSmallIntegerField()
+    bucket = models.SmallIntegerField(help_text="Negative below a millisecond.")
     weight = models.PositiveBigIntegerField(default=0)
 
     class Meta:

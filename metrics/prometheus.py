@@ -29,6 +29,8 @@ import httpx
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+import outbound
+
 REQUESTS, ERRORS, LATENCY = "requests", "errors", "latency_ms_p95"
 VERSION_LABEL = "version"
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -125,10 +127,11 @@ Steps = dict[str, dict[int, float]]  # version -> step start -> value
 
 
 class PrometheusSource:
-    def __init__(self, url: str, timeout: float, templates: Templates):
+    def __init__(self, url: str, timeout: float, templates: Templates, policy: outbound.Policy):
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.templates = templates
+        self.policy = policy
 
     def steps(self, service: str, name: str, since: int, step: int) -> Steps:
         """Template `name`'s value per version and step, for the steps from `since` on
@@ -167,7 +170,8 @@ class PrometheusSource:
     def _call(self, endpoint: str, name: str, **params) -> dict:
         url = f"{self.url}/api/v1/{endpoint}"
         try:
-            response = httpx.post(url, data=params, timeout=self.timeout)
+            with self.policy.client(timeout=self.timeout) as client:
+                response = client.post(url, data=params)
         except httpx.TimeoutException:
             raise PrometheusUnavailable(
                 f"Prometheus at {self.url} did not answer within {self.timeout:g} s."
@@ -226,4 +230,5 @@ def configured() -> PrometheusSource | None:
         settings.PROMETHEUS_URL,
         settings.PROMETHEUS_TIMEOUT,
         load_templates(settings.PROMETHEUS_QUERIES),
+        settings.OUTBOUND_POLICY,
     )

@@ -100,6 +100,14 @@ class IngestSerializer(StrictSerializer):
 class AcceptedSerializer(serializers.Serializer):
     accepted = serializers.IntegerField(help_text="Samples counted now.")
     duplicates = serializers.IntegerField(help_text="Samples counted before (re-sent): ignored.")
+    refused = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="Samples not taken, by service: services the gateway does not front, or "
+        "series beyond METRICS_MAX_SERIES. Empty when all were taken.",
+    )
+    refused_reasons = serializers.DictField(
+        child=serializers.CharField(), help_text="Why, for each service in `refused`."
+    )
 
 
 class SeriesQuerySerializer(serializers.Serializer):

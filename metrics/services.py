@@ -1,30 +1,65 @@
 """Use cases of the metrics app: ingest samples, read history series (from the rollups, or
 from Prometheus), publish the live figures, prune old rollups."""
 
+import logging
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.conf import settings
+from django.db import DatabaseError
 
 import events
+from gateways import fronting
+from gateways.models import Gateway
 from metrics import live, prometheus, rollups
 from metrics.models import MinuteLatency, MinuteRollup
 from metrics.samples import Figures, Sample
 
+log = logging.getLogger(__name__)
 
-def ingest(gateway: str, samples: list[Sample]) -> tuple[int, int]:
-    """Count the samples this gateway had not sent before, live and in the rollups:
-    (accepted, duplicates). If the rollups cannot be written, the live count is undone
-    too, so the gateway's retry is counted rather than taken for a duplicate."""
+
+@dataclass(frozen=True)
+class Ingested:
+    accepted: int  # counted now
+    duplicates: int  # counted before (re-sent)
+    refused: dict[str, int]  # service -> samples not taken
+    reasons: dict[str, str]  # service -> why they were not
+
+
+def ingest(gateway: Gateway, samples: list[Sample]) -> Ingested:
+    """Count the samples of services this gateway fronts (gateways/fronting.py) that it had
+    not sent before, live and in the rollups, as far as the series cap lets them in; the
+    others are refused, per service. If the rollups cannot be written, the live count is
+    undone too, so the gateway's retry is counted rather than taken for a duplicate."""
+    reasons = fronting.refusals(gateway, {sample.service for sample in samples})
+    taken = [sample for sample in samples if sample.service not in reasons]
     windows = live.store()
-    new = windows.accept(gateway, samples)
+    counted = windows.accept(gateway.name, taken)
     try:
-        rollups.add(new)
+        rollups.add(counted.new)
     except BaseException:
-        windows.withdraw(gateway, new)
+        windows.withdraw(gateway.name, counted.new)
         raise
-    return len(new), len(samples) - len(new)
+    refused = Counter(sample.service for sample in samples if sample.service in reasons)
+    for sample in counted.over_cap:
+        refused[sample.service] += 1
+        reasons.setdefault(
+            sample.service,
+            f"over METRICS_MAX_SERIES: {settings.METRICS_MAX_SERIES} series had samples "
+            f"in the last {live.keep_seconds()} s",
+        )
+    try:
+        fronting.record_refused(gateway, dict(refused))
+    except DatabaseError:
+        # The samples are committed: the answer must say so (a retry would find them
+        # duplicates); the row's count is what is lost.
+        log.exception("Could not count %s refused samples on gateway %s.", refused, gateway)
+    duplicates = len(taken) - len(counted.new) - len(counted.over_cap)
+    return Ingested(
+        len(counted.new), duplicates, dict(refused), {name: reasons[name] for name in refused}
+    )
 
 
 def _steps(service: str, since: int, step: int) -> dict[str, dict[int, Figures]]:
@@ -160,12 +195,16 @@ def prune(now: float | None = None) -> int:
     return deleted
 
 
-def window_figures(service: str, versions: list[str], first: int, last: int) -> dict[str, Figures]:
-    """Each version's figures over the seconds [first, last] (epoch, inclusive), from the
-    live windows: seconds of the last live.keep_seconds() only."""
+def window_figures(
+    service: str, versions: list[str], first: int, last: int
+) -> dict[str, dict[str, Figures]]:
+    """Per gateway that reported any: each version's figures over the seconds [first, last]
+    (epoch, inclusive), from the live windows: seconds of the last live.keep_seconds() only."""
     series = [(service, version) for version in versions]
-    answer = {version: Figures() for version in versions}
-    for (_, version), seconds in live.store().seconds(series, first, last).items():
-        for _, total, errors, histogram in seconds:
-            answer[version].add(total, errors, histogram)
-    return answer
+    answer: dict[str, dict[str, Figures]] = defaultdict(
+        lambda: {version: Figures() for version in versions}
+    )
+    for (_, version), per_gateway in live.store().by_gateway(series, first, last).items():
+        for gateway, figures in per_gateway.items():
+            answer[gateway][version] = figures
+    return dict(answer)

@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib import admin
 
+from accounts.secret_fields import MAX_PASSWORD_LENGTH
 from registry_sync.models import Instance, Registry, Service
 
 
@@ -9,6 +10,7 @@ class RegistryForm(forms.ModelForm):
     base_url = forms.URLField(required=False, assume_scheme="http")
     password = forms.CharField(
         required=False,
+        max_length=MAX_PASSWORD_LENGTH,
         widget=forms.PasswordInput(render_value=False),
         help_text="Write-only: leave empty to keep the stored one.",
     )
@@ -17,7 +19,7 @@ class RegistryForm(forms.ModelForm):
         model = Registry
         fields = [
             "name", "kind", "base_url", "namespace", "group", "api_version", "username",
-            "password", "sync_interval", "enabled",
+            "password", "sync_interval", "enabled", "default_version",
         ]  # fmt: skip
 
     def clean_password(self):

@@ -3,7 +3,6 @@ adapter the sync job uses to read it (in process, no HTTP to ourselves). Registe
 deregister and update through the naming API are audited (source `registry`); beats are
 not."""
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -13,6 +12,7 @@ from django.utils import timezone
 from audit import log as audit_log
 from registry_sync.adapters import RegistryInstance
 from registry_sync.models import EmbeddedInstance
+from routing_engine import bounded_json
 
 # Nacos defaults (Constants.DEFAULT_HEART_BEAT_*), overridable per instance by the
 # preserved metadata keys, as in com.alibaba.nacos.api.naming.pojo.Instance.
@@ -22,8 +22,17 @@ DELETE_TIMEOUT_MS = 30000
 GROUP_SEPARATOR = "@@"
 
 
+MAX_ECHOED = 200
+
+
 class NamingError(ValueError):
     """A request Nacos would answer with HTTP 400 and this text."""
+
+
+def echo(raw: str) -> str:
+    """A parameter's value in an error text, as Nacos echoes it, but shortened: no answer
+    repeats a 100 KB parameter back."""
+    return raw if len(raw) <= MAX_ECHOED else raw[: MAX_ECHOED - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -58,16 +67,16 @@ def parse_metadata(raw: str | None) -> dict:
     if raw is None or not raw.strip():
         return {}
     try:
-        value = json.loads(raw)
+        value = bounded_json.loads(raw)
         if isinstance(value, dict):
             return {str(k): str(v) for k, v in value.items()}
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or nested too deep: Nacos too tries `k=v` then
         pass
     result = {}
     for pair in raw.split(","):
         key, sep, val = pair.partition("=")
         if not sep or not key.strip():
-            raise NamingError(f"metadata format incorrect:{raw}")
+            raise NamingError(f"metadata format incorrect:{echo(raw)}")
         result[key.strip()] = val.strip()
     return result
 

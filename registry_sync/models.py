@@ -1,9 +1,21 @@
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from accounts.roles import ADMIN, has_role
+from accounts.secret_fields import MAX_PASSWORD_LENGTH, EncryptedTextField
+from routing_engine.records import version_problem
+
 CREDENTIALS_IN_URL = "No credentials in the URL: put them in username/password."
+UNREACHABLE = "unreachable (admins see why)"
+
+
+def validate_default_version(value: str) -> None:
+    problem = version_problem(value)
+    if value and problem:
+        raise ValidationError(f"Not a version: {problem}.")
 
 
 def url_has_credentials(url: str) -> bool:
@@ -34,7 +46,14 @@ class Registry(models.Model):
     group = models.CharField(max_length=128, default="DEFAULT_GROUP", blank=True)
     api_version = models.CharField(max_length=4, choices=API_VERSIONS, default="auto")
     username = models.CharField(max_length=128, blank=True)
-    password = models.CharField(max_length=256, blank=True)
+    password = EncryptedTextField(max_length=MAX_PASSWORD_LENGTH, blank=True)
+    default_version = models.CharField(
+        max_length=64,
+        blank=True,
+        validators=[validate_default_version],
+        help_text="The version of an instance whose metadata has no usable `version` "
+        "(empty: none; such an instance takes ALL traffic only, never PROD or GRAY).",
+    )
     sync_interval = models.FloatField(default=5.0, help_text="Seconds between syncs.")
     enabled = models.BooleanField(default=True)
     stale = models.BooleanField(default=False, help_text="The last sync failed.")
@@ -57,10 +76,21 @@ class Registry(models.Model):
     def __str__(self):
         return self.name
 
+    def last_error_for(self, user) -> str:
+        """What `user` may see of `last_error`. Why a sync failed can tell what is at an
+        internal address (refused or timed out: whether a port is open; an HTTP error: what
+        the server there answered), so only admins and staff see it; everyone else, that
+        the registry is unreachable. What a good sync skipped, all see."""
+        if self.stale and self.last_error and not (user.is_staff or has_role(user, ADMIN)):
+            return UNREACHABLE
+        return self.last_error
+
     def clean(self):
         super().clean()
         if url_has_credentials(self.base_url):
             raise ValidationError({"base_url": CREDENTIALS_IN_URL})
+        if refusal := settings.OUTBOUND_POLICY.url_refusal(self.base_url):
+            raise ValidationError({"base_url": refusal})
 
 
 class Service(models.Model):
@@ -94,7 +124,9 @@ class Instance(models.Model):
     cluster = models.CharField(max_length=64, default="DEFAULT")
     host = models.CharField(max_length=255)
     port = models.PositiveIntegerField()
-    version = models.CharField(max_length=64, blank=True)
+    # From metadata key `version` (else the registry's default_version); null: none, so
+    # it takes ALL traffic only (routing_engine.records).
+    version = models.CharField(max_length=64, null=True, blank=True)
     state = models.CharField(max_length=10, choices=STATES, default=UP, db_index=True)
     healthy = models.BooleanField(default=True)
     enabled = models.BooleanField(default=True)

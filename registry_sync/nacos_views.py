@@ -4,7 +4,6 @@ defaults, response bodies and error texts (the documented Nacos v1 naming Open A
 Nacos' login (`/nacos/v1/auth/login`): every naming call needs credentials, as in a Nacos
 with auth enabled (registry_sync/nacos_auth.py), so existing clients work unchanged."""
 
-import json
 import time
 from functools import wraps
 
@@ -17,6 +16,8 @@ from registry_sync import embedded, nacos_auth
 from registry_sync.adapters import RegistryInstance, validation
 from registry_sync.embedded import InstanceKey, NamingError
 from registry_sync.models import EmbeddedInstance
+from routing_engine import bounded_json
+from routing_engine.records import MAX_WEIGHT
 
 CACHE_MILLIS = 10000
 BEAT_OK, BEAT_NOT_FOUND = 10200, 20404
@@ -205,11 +206,11 @@ def beat(request, actor: str):
     beat_info = None
     if params.get("beat"):
         try:
-            beat_info = json.loads(params["beat"])
-        except json.JSONDecodeError:
-            raise NamingError(f"Param 'beat' is illegal: {params['beat']}") from None
+            beat_info = bounded_json.loads(params["beat"])
+        except ValueError:
+            beat_info = None
         if not isinstance(beat_info, dict):
-            raise NamingError(f"Param 'beat' is illegal: {params['beat']}")
+            raise NamingError(f"Param 'beat' is illegal: {embedded.echo(params['beat'])}")
     if beat_info:
         key = _key(
             params,
@@ -223,7 +224,7 @@ def beat(request, actor: str):
             metadata = validation.as_metadata(beat_info.get("metadata"))
         except validation.InvalidInstance as exc:
             raise NamingError(f"Param 'beat' is illegal: {exc.reason}") from None
-        if not 0.0 <= weight <= validation.MAX_WEIGHT:
+        if not 0.0 <= weight <= MAX_WEIGHT:
             raise NamingError("instance format invalid: The weights range from 0.0 to 10000.0")
         _checked(key, weight=weight, metadata=metadata)
     else:

@@ -19,4 +19,5 @@ def adapter_for(registry: Registry) -> RegistryAdapter:
         password=registry.password,
         api_version=registry.api_version,
         timeout=settings.REGISTRY_TIMEOUT,
+        policy=settings.OUTBOUND_POLICY,
     )

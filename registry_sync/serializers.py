@@ -1,8 +1,11 @@
 import json
 from urllib.parse import urlsplit
 
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
 from rest_framework import serializers
 
+from accounts.secret_fields import MAX_PASSWORD_LENGTH
 from registry_sync.models import (
     CREDENTIALS_IN_URL,
     Instance,
@@ -57,9 +60,14 @@ class InstanceSerializer(serializers.ModelSerializer):
 
 class RegistrySerializer(serializers.ModelSerializer):
     password = serializers.CharField(
-        write_only=True, required=False, allow_blank=True, style={"input_type": "password"}
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        max_length=MAX_PASSWORD_LENGTH,
+        style={"input_type": "password"},
     )
     has_password = serializers.SerializerMethodField()
+    last_error = serializers.SerializerMethodField()
 
     class Meta:
         model = Registry
@@ -76,6 +84,7 @@ class RegistrySerializer(serializers.ModelSerializer):
             "has_password",
             "sync_interval",
             "enabled",
+            "default_version",
             "stale",
             "last_error",
             "skipped_instances",
@@ -89,11 +98,19 @@ class RegistrySerializer(serializers.ModelSerializer):
     def get_has_password(self, registry) -> bool:
         return bool(registry.password)
 
+    def get_last_error(self, registry) -> str:
+        """Why the last sync failed (admins), or that the registry is unreachable (others);
+        or which instances a good sync skipped."""
+        request = self.context.get("request")
+        return registry.last_error_for(request.user if request else AnonymousUser())
+
     def validate_base_url(self, value):
         if url_has_credentials(value):
             raise serializers.ValidationError(CREDENTIALS_IN_URL)
         if not port_in_range(value):
             raise serializers.ValidationError(PORT_RANGE)
+        if refusal := settings.OUTBOUND_POLICY.url_refusal(value):
+            raise serializers.ValidationError(refusal)
         return value
 
     def validate_sync_interval(self, value):

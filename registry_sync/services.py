@@ -5,6 +5,7 @@ at once (not at the next sync).
 
 Also creating, changing and deleting registries (audited, never with the password)."""
 
+import logging
 from datetime import timedelta
 from urllib.parse import urlsplit, urlunsplit
 
@@ -20,6 +21,8 @@ from registry_sync.models import Instance, LifecycleEvent, Registry
 from registry_sync.registries import adapter_for
 from registry_sync.states import as_registry_instance
 from registry_sync.tasks import finish_drain
+
+log = logging.getLogger(__name__)
 
 
 def _snapshot(row: Instance) -> dict:
@@ -41,7 +44,9 @@ def _tell_registry(row: Instance, enabled: bool) -> None:
     try:
         adapter.set_enabled(as_registry_instance(row), enabled)
     except RegistryError as exc:
-        row.note = f"Registry not updated yet ({exc}); the sync keeps retrying."[:255]
+        # Not in the note, which every viewer sees: why can tell what is at the address.
+        log.warning("Registry %s not told about %s: %s", registry.name, row, exc)
+        row.note = "Registry not updated yet (unreachable); the sync keeps retrying."
         Instance.objects.filter(pk=row.pk).update(note=row.note)
     finally:
         adapter.close()
@@ -97,7 +102,7 @@ def _set_intent(instance_pk: int, *, offline: bool, actor: str, source: str) -> 
 
 REGISTRY_AUDITED_FIELDS = [
     "kind", "base_url", "namespace", "group", "api_version", "username", "sync_interval",
-    "enabled",
+    "enabled", "default_version",
 ]  # fmt: skip
 
 

@@ -31,6 +31,7 @@ from registry_sync.adapters import (
 from registry_sync.models import Instance, Registry, Service
 from registry_sync.registries import adapter_for
 from registry_sync.states import ROUTABLE, as_registry_instance, observed_state
+from routing_engine.records import usable_version
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +263,7 @@ def _apply(registry, snapshot: Snapshot, adapter) -> tuple[SyncSummary, list[Ins
                         service_id=service.pk, instance_id=seen.instance_id, last_seen=now
                     )
                     cache_service(row, service)
-                    _observe(row, seen, now)
+                    _observe(row, seen, now, registry.default_version)
                     to_create.append(row)
                     if row.state == ROUTABLE:
                         summary.routable_changed.add(name)
@@ -270,7 +271,7 @@ def _apply(registry, snapshot: Snapshot, adapter) -> tuple[SyncSummary, list[Ins
                 before_key, was_routable = _state_key(row), _routing_view(row)
                 if row.offline_intent and seen.enabled:
                     reapply.append(row)
-                _observe(row, seen, now)
+                _observe(row, seen, now, registry.default_version)
                 if _state_key(row) == before_key:
                     summary.unchanged += 1
                     continue
@@ -345,9 +346,9 @@ def _routing_view(row: Instance):
     return tuple(getattr(row, name) for name in ROUTING_FIELDS)
 
 
-def _observe(row: Instance, seen: RegistryInstance, now) -> None:
+def _observe(row: Instance, seen: RegistryInstance, now, default_version: str) -> None:
     row.host, row.port, row.cluster = seen.host, seen.port, seen.cluster
-    row.version = str(seen.metadata.get("version", ""))[:64]
+    row.version = usable_version(seen.metadata.get("version")) or default_version or None
     # With an offline intent the instance counts as disabled even while the registry says
     # otherwise: the sync is about to take it out again.
     row.healthy, row.weight = seen.healthy, seen.weight

@@ -117,7 +117,11 @@ class ServiceSerializer(serializers.Serializer):
     prod_version = serializers.CharField()
     gray_version = serializers.CharField()
     override = serializers.DictField(child=serializers.CharField())
-    instances = serializers.DictField(child=serializers.IntegerField())
+    instances = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="How many instances are in each state, and `no_version`: how many of them "
+        "have no version (they take ALL traffic only).",
+    )
 
 
 class ServiceVersionsSerializer(serializers.Serializer):

@@ -4,7 +4,7 @@ through releases.publishing (one locked write path, a revision and an audit entr
 import json
 from collections import Counter
 
-from django.db.models import Count
+from django.db.models import BooleanField, Count, ExpressionWrapper, Q
 
 from registry_sync.models import Instance, Service
 from releases.documents import (
@@ -96,16 +96,23 @@ def rollback_to(
     )
 
 
+# The key of a service's `instances` counts that counts its instances without a version.
+NO_VERSION = "no_version"
+
+
 def service_rows(services: list[Service], document: dict) -> list[dict]:
     """Services as the API and the pages show them: effective versions, the override, and
-    instance counts by state."""
+    instance counts by state, with `no_version`: how many of them have no version."""
     counts: dict[int, Counter] = {}
     for row in (
         Instance.objects.filter(service__in=services)
-        .values("service_id", "state")
+        .values("service_id", "state", bare=ExpressionWrapper(Q(version=None), BooleanField()))
         .annotate(n=Count("id"))
     ):
-        counts.setdefault(row["service_id"], Counter())[row["state"]] = row["n"]
+        counted = counts.setdefault(row["service_id"], Counter())
+        counted[row["state"]] += row["n"]
+        if row["bare"]:
+            counted[NO_VERSION] += row["n"]
     rows = []
     for service in services:
         prod, gray = effective_versions(document, service.name)

@@ -1,3 +1,4 @@
+from django import forms
 from django.contrib import admin
 
 from graylane.read_only_admin import ReadOnlyAdmin
@@ -15,8 +16,18 @@ class ReleaseEventAdmin(ReadOnlyAdmin):
     list_display = ["at", "release", "kind", "step"]
 
 
+class WebhookForm(forms.ModelForm):
+    # A URL typed without a scheme: receivers are https (Slack's are), and Django 6 assumes so.
+    url = forms.URLField(max_length=500, assume_scheme="https")
+
+    class Meta:
+        model = Webhook
+        fields = ["name", "url", "kind", "secret", "enabled"]
+
+
 @admin.register(Webhook)
 class WebhookAdmin(admin.ModelAdmin):
+    form = WebhookForm
     list_display = ["name", "kind", "url", "enabled"]
     list_filter = ["kind", "enabled"]
 

@@ -1,6 +1,9 @@
+from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from accounts.secret_fields import EncryptedTextField
 from rollouts import states
 
 
@@ -116,12 +119,17 @@ class Webhook(models.Model):
     kind = models.CharField(
         max_length=10, choices=[(GENERIC, "generic JSON"), (SLACK, "Slack")], default=GENERIC
     )
-    secret = models.CharField(max_length=200, blank=True)
+    secret = EncryptedTextField(max_length=200, blank=True)
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        super().clean()
+        if refusal := settings.OUTBOUND_POLICY.url_refusal(self.url):
+            raise ValidationError({"url": refusal})
 
 
 class WebhookDelivery(models.Model):

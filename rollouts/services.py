@@ -12,6 +12,8 @@ from django.utils import timezone
 
 import events
 from audit import log as audit_log
+from gateways.fronting import analysis_standing
+from metrics.samples import Figures
 from metrics.services import window_figures
 from registry_sync.models import Service
 from releases.documents import effective_versions
@@ -339,8 +341,23 @@ def _counts(figures) -> analysis.Counts:
     return analysis.Counts(figures.total, figures.errors, figures.p95())
 
 
+def _trusted_figures(release: Release, first: int, last: int) -> tuple[dict[str, Figures], dict]:
+    """Both versions' figures over [first, last] from the gateways whose figures count now
+    (in sync, fronting the service: gateways/fronting.py), and the detail saying whose."""
+    versions = [release.to_version, release.from_version]
+    reported = window_figures(release.service, versions, first, last)
+    standing = analysis_standing(release.service, reported)
+    used = [name for name, why in standing.items() if why is None]
+    found = {version: Figures() for version in versions}
+    for name in used:
+        for version, figures in reported[name].items():
+            found[version].add(figures.total, figures.errors, figures.histogram or {})
+    ignored = {name: why for name, why in standing.items() if why is not None}
+    return found, {"figures_from": used, "ignored_gateways": ignored}
+
+
 def _judge(release: Release, settings: analysis.Settings, first: int, last: int) -> None:
-    found = window_figures(release.service, [release.to_version, release.from_version], first, last)
+    found, whose = _trusted_figures(release, first, last)
     gray, prod = _counts(found[release.to_version]), _counts(found[release.from_version])
     so_far = release.figures or {}
     since_gray = analysis.Counts(**so_far.get("gray", {})).plus(gray)
@@ -365,6 +382,7 @@ def _judge(release: Release, settings: analysis.Settings, first: int, last: int)
         "window_start": first,
         "window_end": last + 1,
         "failures": verdict.failures,
+        **whose,
     }
     if verdict.outcome == analysis.INSUFFICIENT_DATA:
         already = release.state == states.INSUFFICIENT_DATA  # notified when it began

@@ -4,6 +4,7 @@ signed POST and its delivery log. The retries are the task's (rollouts/tasks.py)
 import json
 
 import httpx
+from django.conf import settings
 
 from gateways import signing
 from rollouts.models import ReleaseEvent, Webhook, WebhookDelivery
@@ -68,7 +69,8 @@ def deliver(webhook_id: int, event_id: int, attempt: int) -> bool:
         headers[signing.HEADER] = signing.sign(webhook.secret, content)
     status, error = None, ""
     try:
-        answer = httpx.post(webhook.url, content=content, headers=headers, timeout=TIMEOUT_SECONDS)
+        with settings.OUTBOUND_POLICY.client(timeout=TIMEOUT_SECONDS) as client:
+            answer = client.post(webhook.url, content=content, headers=headers)
         status = answer.status_code
         if not answer.is_success:
             error = f"HTTP {status}: {answer.text[:200]}"

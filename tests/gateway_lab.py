@@ -29,6 +29,8 @@ SILENT = "silent"  # reads the whole request and never answers
 FAILING_FIFTH = "failing_fifth"  # answers every fifth request with a 500 (20 % errors)
 HOP_HEADERS = "hop_headers"  # answers with hop-by-hop headers a gateway must not pass on
 FAIL_SUFFIX = "/fail"  # an OK instance answers a path ending so with 500 (its own error)
+SLOW_SUFFIX = "/slow"  # an OK instance answers a path ending so after SLOW_SECONDS
+SLOW_SECONDS = 0.03
 
 
 @dataclass
@@ -117,9 +119,17 @@ class _Connection(asyncio.Protocol):
                 }
             ).encode()
             extra = b""
-            failing = self.url.decode().split("?")[0].endswith(FAIL_SUFFIX)
-            status = b"500 Internal Server Error" if failing else b"200 OK"
-        self.transport.write(
+            path = self.url.decode().split("?")[0]
+            status = b"500 Internal Server Error" if path.endswith(FAIL_SUFFIX) else b"200 OK"
+            if path.endswith(SLOW_SUFFIX):
+                answer = self._answer(status, extra, body)
+                asyncio.get_running_loop().call_later(SLOW_SECONDS, self.transport.write, answer)
+                return
+        self.transport.write(self._answer(status, extra, body))
+
+    @staticmethod
+    def _answer(status: bytes, extra: bytes, body: bytes) -> bytes:
+        return (
             b"HTTP/1.1 %b\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%b\r\n%b"
             % (status, len(body), extra, body)
         )

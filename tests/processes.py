@@ -20,6 +20,8 @@ from pathlib import Path
 import httpx
 
 BASE_DIR = Path(__file__).resolve().parents[1]
+# base64 of "graylane-TEST-ONLY-fernet-key-00", as in graylane/test_settings.py.
+TEST_SECRET_KEYS = "Z3JheWxhbmUtVEVTVC1PTkxZLWZlcm5ldC1rZXktMDA="
 
 
 def free_port() -> int:
@@ -50,6 +52,8 @@ def django_env(database: str, **extra: str) -> dict[str, str]:
         DJANGO_SETTINGS_MODULE="graylane.settings",
         DATABASE_URL=database,
         SECRET_KEY="test-only-secret-key-long-enough-for-django-checks-0123456789",
+        # The caller's keys (the test settings'), so what either process stored, both read.
+        GRAYLANE_SECRET_KEYS=os.environ.get("GRAYLANE_SECRET_KEYS", TEST_SECRET_KEYS),
         DEBUG="false",
         ALLOWED_HOSTS="127.0.0.1,localhost",
         IN_PROCESS_JOBS="false",

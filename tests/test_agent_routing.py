@@ -10,6 +10,7 @@ import pytest
 
 from routing_engine import service_bucket, service_seed, user_bucket
 from tests.agent_lab import engines, start_agent
+from tests.gateway_lab import SLOW_SECONDS, SLOW_SUFFIX
 from tests.test_gateway_routing import SEED_RULES, get
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.parametrize("engine", engines())]
@@ -150,6 +151,33 @@ def test_per_version_metrics_from_the_access_log_reach_the_dashboard(lab, two_ve
         "V2": [100.0],
     }
     assert totals == {"V1": 6, "V2": 4}
+
+
+def test_the_latency_from_the_access_log_is_what_the_requests_took(lab, engine):
+    lab.instance("user-app", "V1")
+    lab.sync()
+    lab.policy(**SEED_RULES)
+    agent = start_agent(lab, engine)
+    since = int(time.time()) - 5
+    client_ms = []
+    for _ in range(20):
+        started = time.perf_counter()
+        assert get(agent, "/user-app/hello" + SLOW_SUFFIX).status_code == 200
+        client_ms.append(1000 * (time.perf_counter() - started))
+    points: list = []
+    for _ in range(50):
+        answer = httpx.get(
+            lab.dashboard.url + "/api/v1/metrics/latency/",
+            params={"service": "user-app", "since": since, "step": 3600},
+            headers={"Authorization": f"Token {lab.operator_token}"},
+        )
+        points = answer.json()["series"].get("V1", [])
+        if sum(total for _, _, total in points) == 20:
+            break
+        time.sleep(0.2)
+    [[_, p95, total]] = points
+    # The series' p95 is the upper edge of its bucket: up to 19 % above the true one.
+    assert total == 20 and 1000 * SLOW_SECONDS <= p95 <= 1.19 * max(client_ms), (p95, client_ms)
 
 
 def test_a_service_of_its_own_percent_puts_the_engines_users_in_gray(lab, two_versions, engine):

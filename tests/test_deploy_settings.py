@@ -18,7 +18,9 @@ PRODUCTION = {
     "SECURE_HSTS_SECONDS": "31536000",
     "SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
     "SECURE_HSTS_PRELOAD": "true",
+    "GRAYLANE_SECRET_KEYS": "Z3JheWxhbmUtZGVwbG95LWNoZWNrLW9ubHkta2V5LTA=",
 }
+PRODUCTION_KEY = PRODUCTION["GRAYLANE_SECRET_KEYS"]
 
 
 CHECK_DEPLOY = ["manage.py", "check", "--deploy", "--fail-level", "WARNING"]
@@ -82,6 +84,58 @@ def test_debug_needs_no_secret_key(tmp_path):
     assert done.returncode == 0, done.stderr
 
 
+DEV_KEY = "Z3JheWxhbmUtaW5zZWN1cmUtZGV2LW9ubHkta2V5LTA="  # graylane/settings.py's
+
+
+@pytest.mark.parametrize("keys", ["", " , ", DEV_KEY, f"{PRODUCTION_KEY},{DEV_KEY}"])
+def test_production_needs_secret_keys_of_its_own(tmp_path, keys):
+    done = run(tmp_path, ["manage.py", "check"], DEBUG="false", GRAYLANE_SECRET_KEYS=keys)
+    assert done.returncode != 0
+    assert "ImproperlyConfigured: GRAYLANE_SECRET_KEYS must be set when DEBUG is off" in (
+        done.stderr
+    )
+
+
+def test_a_malformed_secret_key_is_refused_without_showing_it(tmp_path):
+    keys = f"{PRODUCTION_KEY},not-a-fernet-key-but-maybe-a-password"
+    done = run(tmp_path, ["manage.py", "check"], DEBUG="false", GRAYLANE_SECRET_KEYS=keys)
+    assert done.returncode != 0
+    assert "GRAYLANE_SECRET_KEYS: key 2 is not a Fernet key" in done.stderr
+    assert "maybe-a-password" not in done.stderr
+
+
+def test_debug_without_secret_keys_uses_the_development_key(tmp_path):
+    # `make run` on a fresh machine: nothing set.
+    names = "s.GRAYLANE_SECRET_KEYS"
+    keys = settings_of(tmp_path, names, DEBUG="true", GRAYLANE_SECRET_KEYS="")
+    assert keys == [repr([DEV_KEY])]
+
+
+@pytest.mark.parametrize(
+    "env,message",
+    [
+        ({"OUTBOUND_DENIED_NETWORKS": "169.254.0.0/16,10.0.0.0/33"}, "OUTBOUND_DENIED_NETWORKS: "
+         "not an IP address or CIDR: '10.0.0.0/33'"),
+        ({"OUTBOUND_ALLOWED_NETWORKS": "intranet"}, "OUTBOUND_ALLOWED_NETWORKS: not an IP "
+         "address or CIDR: 'intranet'"),
+        ({"OUTBOUND_ALLOWED_NETWORKS": "10.0.0.0/8", "PROMETHEUS_URL": "http://127.0.0.1:9090"},
+         "127.0.0.1 is not in OUTBOUND_ALLOWED_NETWORKS: refused"),
+    ],
+)  # fmt: skip
+def test_bad_outbound_networks_stop_start_up_naming_them(tmp_path, env, message):
+    done = run(tmp_path, ["manage.py", "check"], **env)
+    assert done.returncode != 0
+    assert message in done.stderr
+
+
+def test_outbound_networks_default_and_set(tmp_path):
+    names = "s.OUTBOUND_POLICY.url_refusal('http://10.0.0.1/') is None, " + (
+        "s.OUTBOUND_POLICY.url_refusal('http://169.254.169.254/') is None"
+    )
+    assert settings_of(tmp_path, names) == ["True", "False"]
+    assert settings_of(tmp_path, names, OUTBOUND_DENIED_NETWORKS="10.0.0.0/8") == ["False", "True"]
+
+
 def test_cookies_are_secure_once_https_is_declared(tmp_path):
     names = "s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_PROXY_SSL_HEADER"
     assert settings_of(tmp_path, names) == ["False", "False", "None"]  # plain http
@@ -103,6 +157,11 @@ def test_cookies_are_secure_once_https_is_declared(tmp_path):
             "METRICS_SOURCE=prometheus needs PROMETHEUS_URL",
         ),
         ({"PROMETHEUS_QUERIES": "{tmp}/queries.toml"}, "unknown placeholder {version}"),
+        (
+            {"PROMETHEUS_URL": "http://169.254.169.254:9090"},
+            "PROMETHEUS_URL='http://169.254.169.254:9090': 169.254.169.254 is a cloud metadata "
+            "address: refused (OUTBOUND_DENIED_NETWORKS)",
+        ),
     ],
 )
 def test_a_bad_prometheus_source_stops_start_up_naming_it(tmp_path, env, message):

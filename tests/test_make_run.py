@@ -31,7 +31,14 @@ READY_TIMEOUT_S = 90.0
 
 # What the test settings put in this process's environment (graylane/test_settings.py):
 # a user's shell running `make run` has none of it.
-TEST_SETTINGS_ENV = ("SECRET_KEY", "DEBUG", "ALLOWED_HOSTS", "IN_PROCESS_JOBS", "DATABASE_URL")
+TEST_SETTINGS_ENV = (
+    "SECRET_KEY",
+    "GRAYLANE_SECRET_KEYS",
+    "DEBUG",
+    "ALLOWED_HOSTS",
+    "IN_PROCESS_JOBS",
+    "DATABASE_URL",
+)
 
 
 def run_env(var_dir: Path, **extra: str) -> dict[str, str]:

@@ -9,7 +9,7 @@ from gateways import generation
 from gateways.models import Gateway
 from metrics import live, services
 from metrics.samples import Sample
-from registry_sync.models import Registry
+from registry_sync.models import Registry, Service
 from releases.publishing import load_state
 
 pytestmark = pytest.mark.django_db
@@ -29,14 +29,15 @@ def scrape(client, **headers) -> dict:
 def test_it_exports_revision_generation_lag_staleness_and_ingest(client, monkeypatch):
     monkeypatch.setattr(live, "_configured", live.MemoryWindows())
     load_state()
+    Service.objects.create(name="user-app")
     first = generation.bump("test")
     current = generation.bump("test again")
-    Gateway.objects.create_with_credentials(name="edge", acked_generation=first)
+    edge, _, _ = Gateway.objects.create_with_credentials(name="edge", acked_generation=first)
     Gateway.objects.create_with_credentials(name="core", acked_generation=current)
     Registry.objects.create(name="nacos", kind="nacos", stale=True)
     now = int(time.time())
-    services.ingest("edge", [Sample("user-app", "V2", now, 60, 6, 20.0)])
-    services.ingest("edge", [Sample("user-app", "V2", now, 60, 6, 20.0)])  # re-sent
+    services.ingest(edge, [Sample("user-app", "V2", now, 60, 6, 20.0)])
+    services.ingest(edge, [Sample("user-app", "V2", now, 60, 6, 20.0)])  # re-sent
 
     figures = scrape(client)
     assert figures[("graylane_policy_revision", ())] == 1

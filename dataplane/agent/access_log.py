@@ -28,7 +28,8 @@ def count_line(metrics: Metrics, generation: Generation, line: bytes) -> None:
         entry = json.loads(line)
         service = entry.get("service") or _service_of(entry.get("path"))
         status = int(entry["status"])
-        latency_ms = float(entry["ms"]) if "ms" in entry else float(entry["seconds"]) * 1000
+        # Envoy logs microseconds; nginx's $request_time is seconds to the millisecond.
+        latency_ms = float(entry["us"]) / 1000 if "us" in entry else float(entry["seconds"]) * 1000
     except (ValueError, KeyError, TypeError):
         return
     if not service or service == "-":

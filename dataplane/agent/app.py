@@ -5,7 +5,6 @@ per-version metrics, and the metric reporter, on one event loop."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import signal
 
@@ -57,7 +56,7 @@ async def serve(options: Options) -> None:
             name=options.name,
             poll_wait=options.poll_wait,
             prod_fallback=options.prod_fallback,
-            compile=functools.partial(compile_document, prod_fallback=options.prod_fallback),
+            compile=lambda body: compile_document(body, options.prod_fallback, engine.running),
             ack_fields={"engine": engine.kind, "engine_version": engine.version},
         )
         reporter = Reporter(

@@ -36,7 +36,8 @@ ACCESS_LOG_FORMAT = {
     "flag": "%REQ(X-GRAY-STATUS)%",
     "upstream": "%UPSTREAM_HOST%",
     "status": "%RESPONSE_CODE%",
-    "ms": "%DURATION%",
+    # Microseconds: %DURATION% is whole milliseconds, too coarse for a loopback p95.
+    "us": "%COMMON_DURATION(DS_RX_BEG:DS_TX_END:us)%",
     "flags": "%RESPONSE_FLAGS%",
 }
 

@@ -1,22 +1,23 @@
 """The compiled form of one generation that every engine is rendered from.
 
 A gateway document (docs/gateway-protocol.md) is checked by the Python gateway's own
-compiler (dataplane.gateway.routing: one set of rules for what a gateway refuses) and then
-reduced to what a proxy configuration needs: the decision's rules as plain data, one pool
-of endpoints per (service, version) plus one per service with every version (the `ALL`
-flag), and per service the pool each flag goes to, prod fallback already applied. The
+compiler (dataplane.gateway.routing, with routing_engine.records: one set of rules for what
+a gateway refuses or skips) and then reduced to what a proxy configuration needs: the
+decision's rules as plain data, one pool of endpoints per (service, version) plus one per
+service with every version (the `ALL` flag: also its instances without a version), and per
+service the pool each flag goes to, prod fallback already applied. The
 engines' renderers (render_envoy, render_nginx) are pure functions of this and of the
 agent's Site.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from dataplane.gateway.routing import ConfigError, RoutingTable
-from routing_engine import ALL, GRAY, PROD, PolicyError, normalize_policy, service_routing
+from dataplane.gateway.routing import RoutingTable
+from routing_engine import ALL, GRAY, PROD, service_routing
 from routing_engine.matcher import _ip_ranges
+from routing_engine.records import Skipped
 
 FLAGS = (PROD, GRAY, ALL)
 
@@ -66,6 +67,9 @@ class Generation:
     rules: Rules
     routes: tuple[ServiceRoute, ...]
     pools: tuple[Pool, ...]
+    skipped: tuple[Skipped, ...] = ()  # records of the document left out, for the ack
+    # The compiled document, for the next one (a service entry it cannot use keeps this one's).
+    table: RoutingTable | None = field(default=None, compare=False, repr=False)
 
     def version_of(self, service: str, address: str) -> str | None:
         """The version of the instance at "host:port" of `service` (for metrics)."""
@@ -85,16 +89,15 @@ class Generation:
         return None
 
 
-def compile_document(body: bytes, prod_fallback: bool = True) -> Generation:
-    """The Generation of a gateway document; ConfigError says why it is refused."""
-    table = RoutingTable.from_document(body, None, prod_fallback)
-    document = json.loads(body)
-    gray = document["gray"]
-    try:
-        versions = document.get("versions", {"prod": "V1", "gray": "V2"})  # as RoutingTable
-        policy = normalize_policy({**gray, "versions": versions})
-    except PolicyError as exc:  # RoutingTable accepted it with the same defaults
-        raise ConfigError(f"gray: {exc}") from exc
+def compile_document(
+    body: bytes, prod_fallback: bool = True, previous: Generation | None = None
+) -> Generation:
+    """The Generation of a gateway document (`previous`: the one in force); ConfigError
+    says why it is refused."""
+    table = RoutingTable.from_document(
+        body, previous.table if previous is not None else None, prod_fallback
+    )
+    policy = table.policy
     v4, v6 = _ip_ranges(policy["ips"])
     rules = Rules(
         enabled=bool(policy["enabled"]),
@@ -112,11 +115,15 @@ def compile_document(body: bytes, prod_fallback: bool = True) -> Generation:
     for name in sorted(table.services):
         service = table.services[name]
         by_version: dict[str, list[Endpoint]] = {}
+        bare: list[Endpoint] = []  # instances without a version: in the ALL pool only
         for instance in service.instances:
-            by_version.setdefault(instance.version, []).append(
-                Endpoint(instance.host, instance.port, max(1, round(instance.weight * 100)))
-            )
+            endpoint = Endpoint(instance.host, instance.port, max(1, round(instance.weight * 100)))
+            if instance.version is None:
+                bare.append(endpoint)
+            else:
+                by_version.setdefault(instance.version, []).append(endpoint)
         every = tuple(e for version in sorted(by_version) for e in by_version[version])
+        every += tuple(bare)
         own = [Pool(name, name, None, every)] if every else []
         own += [Pool(f"{name}.{v}", name, v, tuple(by_version[v])) for v in sorted(by_version)]
         pools += own
@@ -127,7 +134,7 @@ def compile_document(body: bytes, prod_fallback: bool = True) -> Generation:
                 flags[flag] = None
             else:
                 flags[flag] = name if version is None else f"{name}.{version}"
-        percent, salted, targeted = _service_routing(name, document["services"][name], policy)
+        percent, salted, targeted = _service_routing(service.routing, policy)
         routes.append(ServiceRoute(name, flags, percent, salted, targeted))
     return Generation(
         generation=table.generation,
@@ -136,21 +143,15 @@ def compile_document(body: bytes, prod_fallback: bool = True) -> Generation:
         rules=rules,
         routes=tuple(routes),
         pools=tuple(pools),
+        skipped=table.skipped,
+        table=table,
     )
 
 
-def _service_routing(name: str, raw: dict, policy: dict) -> tuple[int, bool, bool]:
+def _service_routing(override: dict, policy: dict) -> tuple[int, bool, bool]:
     """(percent, salted, targeted) of a service: its own `percent` (hashed with its name)
     and `targeted` when its override carries them, as routing_engine's GrayMatcher does."""
-    percent = raw.get("percent")
-    targeted = raw.get("targeted")
-    if percent is not None and (
-        not isinstance(percent, int) or isinstance(percent, bool) or not 0 <= percent <= 100
-    ):
-        raise ConfigError(f"services.{name}.percent: not a whole number from 0 to 100")
-    if targeted is not None and not isinstance(targeted, bool):
-        raise ConfigError(f"services.{name}.targeted: not true or false")
-    own, targeted = service_routing(raw)
+    own, targeted = service_routing(override)
     if own is None:
         return int(policy["percent"]), False, targeted
     return own, True, targeted

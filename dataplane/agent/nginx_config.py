@@ -75,7 +75,7 @@ def render_nginx(generation: Generation, site: Site) -> str:
     emit(
         '  log_format graylane escape=json \'{"service":"$graylane_service",'
         '"flag":"$graylane_flag","upstream":"$upstream_addr","status":"$status",'
-        '"ms":"$request_time"}\';'
+        '"seconds":"$request_time"}\';'
     )
     emit(f"  access_log {site.access_log} graylane buffer=64k flush=1s if=$graylane_service;")
     trusted = list(_cidrs(trusted_ranges(site)))

@@ -1,10 +1,11 @@
 """Getting the routing configuration: the long poll of docs/gateway-protocol.md, an ack
 per generation, and fail static.
 
-* A new document is compiled (routing.RoutingTable) off the event loop; if it does not
-  pass, the gateway acks its generation with the error and keeps routing by the table in
-  force, and polls for a newer generation.
-* A good one replaces the table, is written to the cache file (atomically: a temporary
+* A new document is compiled (routing.RoutingTable) off the event loop. Records it cannot
+  use are left out and the rest is applied: the ack lists them (`skipped`). A document
+  unreadable as a whole is refused: the gateway acks its generation with the error, keeps
+  routing by the table in force, and polls for a newer generation.
+* An applied one replaces the table, is written to the cache file (atomically: a temporary
   file renamed over it) and acked.
 * While the dashboard cannot be reached the gateway keeps its table, and it starts from
   the cache file when the dashboard is down at its own start.
@@ -18,18 +19,21 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from dataplane.gateway.routing import ConfigError, RoutingTable
+from routing_engine.records import Skipped
 
 log = logging.getLogger(__name__)
 NAME_HEADER = "X-Graylane-Gateway"
 CONFIG_PATH = "/api/v1/gateway-config/"
 RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0)
+# Skipped records an ack lists (the dashboard takes no more); the log has them all.
+MAX_SKIPPED_IN_ACK = 50
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -71,7 +75,8 @@ class ConfigClient:
         in force, both raising ConfigError for one to refuse; `install` may be a coroutine
         function (the agent's: it returns once the engine runs the new configuration).
         Default: the Python gateway's RoutingTable. What `current` returns (the one in
-        force) and `compile` returns must have `generation` and `revision`. `ack_fields`
+        force) and `compile` returns must have `generation`, `revision` and `skipped`
+        (routing_engine.records.Skipped: what it left out). `ack_fields`
         go with every ack (the agent's `engine` and `engine_version`)."""
         self.client = client
         self.cache_file = cache_file
@@ -145,8 +150,10 @@ class ConfigClient:
         )
         self._learn_name(response)
         if response.status_code == 304:
-            if self.known is not None and self.acked != self.known and self.current():
-                await self.ack(self.known)  # e.g. the dashboard restarted; say what we run
+            running = self.current()
+            if self.known is not None and self.acked != self.known and running:
+                # e.g. the dashboard restarted; say what we run
+                await self.ack(self.known, skipped=running.skipped)
             return
         if response.status_code != 200:
             log.warning(
@@ -185,15 +192,21 @@ class ConfigClient:
             return
         self.known = table.generation
         log.info("Routing by generation %d (revision %d).", table.generation, table.revision)
+        for entry in table.skipped:
+            log.warning(
+                "Generation %d: skipped %s: %s", table.generation, entry.record, entry.reason
+            )
         try:
             await asyncio.get_running_loop().run_in_executor(
                 None, write_atomically, self.cache_file, body
             )
         except OSError as exc:
             log.warning("Cannot write the cache file %s: %s", self.cache_file, exc)
-        await self.ack(table.generation)
+        await self.ack(table.generation, skipped=table.skipped)
 
-    async def ack(self, generation: int, error: str | None = None) -> None:
+    async def ack(
+        self, generation: int, error: str | None = None, skipped: Sequence[Skipped] = ()
+    ) -> None:
         if self.name is None:
             log.warning(
                 "Not acking generation %d: this gateway's name is unknown (give --name).",
@@ -203,6 +216,11 @@ class ConfigClient:
         body: dict = {**self.ack_fields, "generation": generation}
         if error is not None:
             body["error"] = error
+        if skipped:
+            body["skipped"] = [entry.as_json() for entry in skipped[:MAX_SKIPPED_IN_ACK]]
+            if len(skipped) > MAX_SKIPPED_IN_ACK:
+                more = len(skipped) - MAX_SKIPPED_IN_ACK + 1
+                body["skipped"][-1] = {"record": f"{more} more", "reason": "see the log"}
         response = await self.client.post(f"/api/v1/gateways/{self.name}/ack/", json=body)
         if response.status_code != 200:
             log.warning(

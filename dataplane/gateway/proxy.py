@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -183,7 +184,9 @@ class Exchange:
         # (the head and the first piece of the body in one send, not two).
         self.out: list[bytes] = []
         self.answered = False  # an answer head went to the client
-        self.started = client.loop.time()
+        # Not loop.time(): uvloop's clock is libuv's, cached per loop turn in whole
+        # milliseconds, which reported most sub-millisecond requests as 0 or 1 ms.
+        self.started = time.perf_counter()
         self.service = ""
         self.metric_version = NO_VERSION
         self.status = 0
@@ -635,7 +638,7 @@ class ClientConnection(asyncio.Protocol):
             exchange.sent, exchange.sent_size = [], 0
         upstream.begin(exchange, head_request=exchange.method == b"HEAD")
         exchange.upstream = upstream
-        exchange.metric_version = exchange.instance.version
+        exchange.metric_version = exchange.instance.version or NO_VERSION
         exchange.attempting = True
         upstream.write(exchange.head)
         pending, exchange.pending, exchange.pending_size = exchange.pending, [], 0
@@ -719,7 +722,10 @@ class ClientConnection(asyncio.Protocol):
         if exchange.service:
             error = exchange.failed or exchange.status >= 500
             self.context.metrics.record(
-                exchange.service, exchange.metric_version, error, (now - exchange.started) * 1000
+                exchange.service,
+                exchange.metric_version,
+                error,
+                (time.perf_counter() - exchange.started) * 1000,
             )
         if not exchange.body_done:
             exchange.keep_alive = False  # the rest of its body would be read as a request

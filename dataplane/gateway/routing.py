@@ -1,11 +1,13 @@
 """The routing table: one gateway document (docs/gateway-protocol.md), checked and compiled
-for the request path. Built once per generation; a document that does not pass is refused
-whole (ConfigError) and the table in force stays."""
+for the request path. Built once per generation. A record that cannot be used (an instance, a
+service entry: routing_engine.records) is left out and listed in `skipped`, and the rest is
+applied; only a document that is unreadable as a whole (not JSON, no generation, an
+unreadable gray section...) is refused (ConfigError), and the table in force stays."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,51 +16,22 @@ from routing_engine import (
     ALL,
     GRAY,
     PROD,
-    SERVICE_ROUTING_FIELDS,
     Decision,
     GrayMatcher,
     PolicyError,
     SmoothWeightedRoundRobin,
     normalize_policy,
-    normalize_service_routing,
     prepare,
     select_instances,
 )
 from routing_engine.balancer import Prepared
+from routing_engine.records import Instance, ServiceEntry, Skipped, read_services
+
+__all__ = ["ConfigError", "Instance", "RoutingTable", "Service"]
 
 
 class ConfigError(ValueError):
     """A gateway document this gateway will not run; the message goes into the error ack."""
-
-
-@dataclass(frozen=True, slots=True)
-class Instance(Mapping):
-    id: str
-    host: str
-    port: int
-    version: str
-    weight: float
-
-    @property
-    def address(self) -> tuple[str, int]:
-        return self.host, self.port
-
-    # The engine reads instances as mappings (with no "state": all listed are routable).
-    def __getitem__(self, key: str) -> Any:
-        try:
-            return getattr(self, key)
-        except AttributeError:
-            raise KeyError(key) from None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(("id", "host", "port", "version", "weight"))
-
-    def __len__(self) -> int:
-        return 5
-
-    def get(self, key: str, default: Any = None) -> Any:
-        # The balancer calls this for every candidate of every request: no KeyError detour.
-        return getattr(self, key, default)
 
 
 @dataclass(slots=True)
@@ -90,6 +63,10 @@ class RoutingTable:
     # Request headers the proxy picks out as they are parsed: those it handles, and the
     # decision's (which also pass on).
     watched_headers: frozenset[bytes] = REQUEST_HANDLED
+    # Records of the document left out (or applied in part), for the ack.
+    skipped: tuple[Skipped, ...] = ()
+    # The policy's rules and default versions, normalised (the agent renders them).
+    policy: dict[str, Any] = field(default_factory=dict)
 
     def candidates(self, service: Service, flag: str) -> tuple[str | None, list[Instance]]:
         return service.by_flag[flag]
@@ -98,9 +75,10 @@ class RoutingTable:
     def from_document(
         cls, body: bytes, previous: RoutingTable | None = None, fallback_to_prod: bool = True
     ) -> RoutingTable:
-        """Compile a document; ConfigError says what is wrong with it. Balancer state of
-        services also in `previous` carries over, so a reload does not restart the
-        round robin."""
+        """Compile a document; ConfigError says why it is unreadable as a whole. A service
+        entry that cannot be used keeps the entry of `previous` (if it has that service),
+        and balancer state of services also in `previous` carries over, so a reload does not
+        restart the round robin."""
         try:
             document = json.loads(body)
         except (ValueError, RecursionError) as exc:
@@ -120,10 +98,22 @@ class RoutingTable:
         raw_services = document.get("services")
         if not isinstance(raw_services, dict):
             raise ConfigError("services: not an object")
+        read = read_services(raw_services)
         old = previous.services if previous is not None else {}
+        entries = dict(read.entries)
+        skipped = []
+        for name, why in read.unusable.items():
+            kept = old.get(name)
+            if kept is None or previous is None:
+                skipped.append(Skipped(why.record, f"{why.reason}; not routed"))
+                continue
+            entries[name] = ServiceEntry(name, kept.prod, kept.gray, kept.instances, kept.routing)
+            routed = f"{why.reason}; routed as in generation {previous.generation}"
+            skipped.append(Skipped(why.record, routed))
+        skipped += read.skipped
         services = {}
-        for name, raw in raw_services.items():
-            service = _service(name, raw)
+        for name, entry in entries.items():
+            service = Service(name, entry.prod, entry.gray, entry.instances, entry.routing)
             if name in old:
                 service.balancer = old[name].balancer
             for flag in (ALL, PROD, GRAY):
@@ -152,6 +142,8 @@ class RoutingTable:
             decision_headers=decision_headers,
             services=services,
             watched_headers=REQUEST_HANDLED | decision_headers,
+            skipped=tuple(skipped),
+            policy=policy,
         )
 
 
@@ -160,50 +152,3 @@ def _integer(document: dict, key: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ConfigError(f"{key}: not a non-negative integer")
     return value
-
-
-def _version(raw: dict, where: str, key: str) -> str:
-    value = raw.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{where}.{key}: no version (an empty or missing {key} version)")
-    return value
-
-
-def _service(name: str, raw: Any) -> Service:
-    where = f"services.{name}"
-    if not name or "/" in name:
-        raise ConfigError(f"{where}: not a service name")
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: not an object")
-    prod, gray = _version(raw, where, "prod"), _version(raw, where, "gray")
-    raw_instances = raw.get("instances", [])
-    if not isinstance(raw_instances, list):
-        raise ConfigError(f"{where}.instances: not a list")
-    instances = []
-    for n, item in enumerate(raw_instances):
-        at = f"{where}.instances[{n}]"
-        if not isinstance(item, dict):
-            raise ConfigError(f"{at}: not an object")
-        host, port, weight = item.get("host"), item.get("port"), item.get("weight", 1.0)
-        if not isinstance(host, str) or not host:
-            raise ConfigError(f"{at}.host: not a host")
-        if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
-            raise ConfigError(f"{at}.port: not a TCP port")
-        if not isinstance(weight, int | float) or isinstance(weight, bool) or weight < 0:
-            raise ConfigError(f"{at}.weight: not a non-negative number")
-        instances.append(
-            Instance(
-                id=str(item.get("id") or f"{host}:{port}"),
-                host=host,
-                port=port,
-                version=_version(item, at, "version"),
-                weight=float(weight),
-            )
-        )
-    try:
-        routing = normalize_service_routing(
-            {key: raw[key] for key in SERVICE_ROUTING_FIELDS if key in raw}
-        )
-    except PolicyError as exc:
-        raise ConfigError(f"{where}: {exc}") from exc
-    return Service(name, prod, gray, instances, routing)

@@ -8,6 +8,10 @@ with the gateway's engine (routing_engine.select_instances, SmoothWeightedRoundR
 
 * The instance list is read in the background every `refresh_s`; a registry that fails
   leaves the last list in use (stale beats none: the instances are likely still there).
+* Each entry of the list is read on its own with the gateway's rules for an instance
+  (routing_engine.records): one that cannot be used is left out and listed in `skipped`
+  (and logged when that list changes), the others are used; one without a usable
+  `version` takes requests without a flag (ALL) only.
 * Routable: enabled (Nacos lists only those) and healthy. An instance that answered the
   shutting-down marker or refused the connection is avoided until the list has been read
   twice more, and the request goes to another instance (at most `attempts` in all): both
@@ -30,13 +34,8 @@ from typing import Any
 import httpx
 
 from dataplane.registry_client import NamingClient, RegistryError
-from routing_engine import (
-    ALL,
-    ROUTABLE_STATE,
-    SmoothWeightedRoundRobin,
-    instance_key,
-    select_instances,
-)
+from routing_engine import ALL, SmoothWeightedRoundRobin, instance_key, select_instances
+from routing_engine.records import Instance, Skipped, read_instances
 
 from .flag import BAGGAGE_HEADER, HEADER, current_flag, flag_headers
 from .lifecycle import SHUTTING_DOWN_HEADER
@@ -50,6 +49,30 @@ IDEMPOTENT = frozenset(("GET", "HEAD", "OPTIONS", "PUT", "DELETE"))
 
 class NoInstance(Exception):
     """No routable instance of the service for the request's flag."""
+
+
+def _record(host: Any) -> Any:
+    """A Nacos host entry as an instance record of a gateway document."""
+    if not isinstance(host, Mapping):
+        return host
+    metadata = host.get("metadata")
+    instance_id = host.get("instanceId")
+    if not isinstance(instance_id, str) or not instance_id:
+        instance_id = f"{host.get('ip')}#{host.get('port')}"
+    return {
+        "id": instance_id,
+        "host": host.get("ip"),
+        "port": host.get("port"),
+        "version": metadata.get("version") if isinstance(metadata, Mapping) else None,
+        "weight": host.get("weight", 1.0),
+    }
+
+
+def _routable(host: Any) -> bool:
+    """Healthy and enabled (Nacos lists only enabled ones, unless asked otherwise)."""
+    return isinstance(host, Mapping) and all(
+        host.get(flag, True) is True for flag in ("healthy", "enabled")
+    )
 
 
 def is_shutting_down(response: httpx.Response) -> bool:
@@ -78,7 +101,8 @@ class ServiceBalancer:
         self.fallback_to_prod = fallback_to_prod
         self.refresh_s = refresh_s
         self.attempts = attempts
-        self.instances: list[dict[str, Any]] = []
+        self.instances: list[Instance] = []  # the routable ones
+        self.skipped: list[Skipped] = []  # entries of the last list that cannot be used
         self.stale = False
         self._http = http or httpx.AsyncClient(timeout=5.0)
         self._own_http = http is None
@@ -91,7 +115,7 @@ class ServiceBalancer:
 
     async def refresh(self) -> None:
         try:
-            listed = await self.registry.list_instances(self.service)
+            listed = await self.registry.list_hosts(self.service)
         except RegistryError as exc:
             if not self.stale:
                 log.warning("%s: registry failed, keeping %d instances: %s", self.service,
@@ -99,17 +123,14 @@ class ServiceBalancer:
             self.stale = True
             return
         self.stale = False
-        self.instances = [
-            {
-                "id": f"{i.ip}#{i.port}",
-                "host": i.ip,
-                "port": i.port,
-                "version": i.version,
-                "weight": i.weight,
-                "state": ROUTABLE_STATE if i.healthy and i.enabled else "UNHEALTHY",
-            }
-            for i in listed
-        ]
+        records = [_record(host) for host in listed]
+        instances, skipped = read_instances(f"services.{self.service}", records)
+        if skipped != self.skipped:
+            for entry in skipped:
+                log.warning("%s: skipped %s: %s", self.service, entry.record, entry.reason)
+        self.skipped = skipped
+        routable = {r["id"] for r, host in zip(records, listed, strict=True) if _routable(host)}
+        self.instances = [instance for instance in instances if instance.id in routable]
 
     async def start(self) -> None:
         """Read the list once (so the first call has instances), then keep it fresh."""

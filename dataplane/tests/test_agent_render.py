@@ -89,15 +89,50 @@ def test_the_compiled_form_has_a_pool_per_version_and_the_fallback_applied():
     assert weights == [100, 200]
 
 
-def test_a_document_the_gateway_refuses_the_agent_refuses():
+def test_the_agent_skips_what_the_gateway_skips_and_refuses_what_it_refuses():
     bad = document()
-    bad["services"]["user-app"]["prod"] = ""
-    with pytest.raises(ConfigError, match="services.user-app.prod"):
-        compile_document(json.dumps(bad).encode())
+    bad["services"]["user-app"]["instances"][0]["port"] = 0
+    bad["services"]["order-app"]["percent"] = 101
+    generation = compile_document(json.dumps(bad).encode())
+    assert [entry.record for entry in generation.skipped] == [
+        "services.user-app.instances[a]",
+        "services.order-app.percent",
+    ]
+    pools = {pool.name: [e.host for e in pool.endpoints] for pool in generation.pools}
+    assert pools["user-app.V1"] == ["10.0.0.6"]
+    routes = {route.service: route for route in generation.routes}
+    assert routes["order-app"].percent == 5 and not routes["order-app"].salted
     bad = document()
-    bad["services"]["user-app"]["percent"] = 101
-    with pytest.raises(ConfigError, match="percent"):
+    bad["gray"]["percent"] = 101
+    with pytest.raises(ConfigError, match="gray"):
         compile_document(json.dumps(bad).encode())
+
+
+def test_a_skipped_service_entry_keeps_the_agents_entry_in_force():
+    first = compile_document(json.dumps(document()).encode())
+    bad = document()
+    bad["generation"] = 154
+    bad["services"]["user-app"] = {"prod": "", "gray": "V2", "instances": []}
+    second = compile_document(json.dumps(bad).encode(), previous=first)
+    assert [(e.record, e.reason) for e in second.skipped] == [
+        ("services.user-app", "prod: '' is empty; routed as in generation 153")
+    ]
+    assert second.routes == first.routes
+    assert second.pools == first.pools
+
+
+def test_an_instance_without_a_version_is_in_the_all_pool_only():
+    doc = document()
+    doc["services"]["user-app"]["instances"].append(
+        {"id": "d", "host": "10.0.0.8", "port": 7201, "version": None, "weight": 1.0}
+    )
+    generation = compile_document(json.dumps(doc).encode())
+    pools = {pool.name: [e.host for e in pool.endpoints] for pool in generation.pools}
+    assert pools["user-app"] == ["10.0.0.5", "10.0.0.6", "10.0.0.7", "10.0.0.8"]
+    assert pools["user-app.V1"] == ["10.0.0.5", "10.0.0.6"]
+    assert pools["user-app.V2"] == ["10.0.0.7"]
+    assert generation.skipped == ()
+    assert generation.version_of("user-app", "10.0.0.8:7201") is None
 
 
 def test_envoy_golden():

@@ -1,5 +1,6 @@
-"""The routing table compiled from a gateway document: what it refuses, and which instances
-each flag may reach."""
+"""The routing table compiled from a gateway document: what it refuses (a document it cannot
+read as a whole), what it skips (records it cannot use: it applies the rest), and which
+instances each flag may reach."""
 
 import json
 
@@ -80,22 +81,134 @@ def test_gray_falls_back_to_prod_unless_told_not_to():
 @pytest.mark.parametrize(
     "mutate, message",
     [
-        (lambda d: d["services"]["user-app"].update(prod=""), "user-app.prod"),
-        (lambda d: d["services"]["user-app"].pop("gray"), "user-app.gray"),
-        (lambda d: d["services"]["user-app"]["instances"][0].update(port=0), "port"),
-        (lambda d: d["services"]["user-app"]["instances"][0].pop("version"), "version"),
-        (lambda d: d["services"]["user-app"]["instances"][0].update(weight=-1), "weight"),
         (lambda d: d["gray"].update(ips=["10.1.2.3/16"]), "gray"),
         (lambda d: d["gray"].update(percent=101), "gray"),
+        (lambda d: d.pop("gray"), "gray"),
         (lambda d: d.update(generation="7"), "generation"),
+        (lambda d: d.pop("revision"), "revision"),
         (lambda d: d.update(services=[]), "services"),
     ],
 )
-def test_a_bad_document_is_refused_saying_what_is_wrong(mutate, message):
+def test_a_document_unreadable_as_a_whole_is_refused_saying_what_is_wrong(mutate, message):
     doc = document()
     mutate(doc)
     with pytest.raises(ConfigError, match=message):
         compile_(doc)
+
+
+def skipped(table) -> dict[str, str]:
+    return {entry.record: entry.reason for entry in table.skipped}
+
+
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"port": 0}, "port: 0 is not a port"),
+        ({"port": "7001"}, "port: '7001' is not a port"),
+        ({"port": True}, "port: True is not a port"),
+        ({"host": ""}, "host: '' is not an IP address or host name"),
+        ({"host": "10.0.0.1; drop"}, "host: '10.0.0.1; drop' is not an IP address or host name"),
+        ({"host": "fe80::1%eth0"}, "host: 'fe80::1%eth0' has a zone index"),
+        ({"host": None}, "host: None is not text"),
+        ({"weight": -1}, "weight: -1 is not a number from 0 to 10000"),
+        ({"weight": float("nan")}, "weight: nan is not a number from 0 to 10000"),
+        ({"weight": 1e6}, "weight: 1000000.0 is not a number from 0 to 10000"),
+    ],
+)
+def test_an_instance_that_cannot_be_used_is_skipped_and_the_rest_applied(change, reason):
+    doc = document()
+    doc["services"]["user-app"]["instances"][0].update(change)
+    table = compile_(doc)
+    assert skipped(table) == {"services.user-app.instances[a]": reason}
+    assert ports(table, "user-app", "PROD") == ("V1", [])
+    assert ports(table, "user-app", "GRAY") == ("V2", [7002])
+    assert "order-app" in table.services
+
+
+def test_an_instance_that_is_not_an_object_or_listed_twice_is_skipped():
+    doc = document()
+    instances = doc["services"]["user-app"]["instances"]
+    instances.append("10.0.0.3:7003")
+    instances.append({**instances[0], "host": "10.0.0.9"})
+    table = compile_(doc)
+    assert skipped(table) == {
+        "services.user-app.instances[2]": "not an object",
+        "services.user-app.instances[a]": "id: listed twice; the first one is used",
+    }
+    assert ports(table, "user-app", "PROD") == ("V1", [7001])
+
+
+ALL_ONLY = "it takes ALL traffic only"
+
+
+@pytest.mark.parametrize(
+    "version, reported",
+    [
+        (None, None),  # how the dashboard says "no version"
+        ("missing", None),
+        ("", "version: '' is empty; it takes ALL traffic only"),
+        ("   ", "version: '   ' is empty; it takes ALL traffic only"),
+        (7, "version: 7 is not text; it takes ALL traffic only"),
+        ("V1\x01", f"version: 'V1\\x01' contains control characters; {ALL_ONLY}"),
+        ("V" * 65, f"version: '{'V' * 58}… is longer than 64 characters; {ALL_ONLY}"),
+    ],
+)
+def test_an_instance_without_a_usable_version_takes_all_traffic_only(version, reported):
+    doc = document()
+    instance = doc["services"]["user-app"]["instances"][0]
+    if version == "missing":
+        del instance["version"]
+    else:
+        instance["version"] = version
+    table = compile_(doc)
+    assert ports(table, "user-app", "ALL") == (None, [7001, 7002])
+    assert ports(table, "user-app", "PROD") == ("V1", [])
+    assert ports(table, "user-app", "GRAY") == ("V2", [7002])
+    assert table.services["user-app"].instances[0].version is None
+    expected = {} if reported is None else {"services.user-app.instances[a].version": reported}
+    assert skipped(table) == expected
+
+
+def test_a_version_is_read_without_surrounding_blanks():
+    doc = document()
+    doc["services"]["user-app"]["instances"][0]["version"] = " V1 "
+    assert ports(compile_(doc), "user-app", "PROD") == ("V1", [7001])
+
+
+@pytest.mark.parametrize(
+    "mutate, reason",
+    [
+        (lambda e: e.update(prod=""), "prod: '' is empty"),
+        (lambda e: e.pop("gray"), "gray: None is not text"),
+        (lambda e: e.update(instances={}), "instances: dict, not a list"),
+    ],
+)
+def test_a_service_entry_that_cannot_be_used_keeps_the_entry_in_force(mutate, reason):
+    first = compile_(document())
+    doc = document(generation=4)
+    doc["services"]["user-app"]["instances"] = []  # what the bad entry would have changed
+    mutate(doc["services"]["user-app"])
+    doc["gray"]["header"] = {"name": "gray", "value": "canary"}
+    table = RoutingTable.from_document(json.dumps(doc).encode(), first)
+    assert skipped(table) == {"services.user-app": f"{reason}; routed as in generation 3"}
+    assert ports(table, "user-app", "PROD") == ("V1", [7001])
+    assert ports(table, "user-app", "GRAY") == ("V2", [7002])
+    # The rest of the document is in force: the new header rule.
+    assert table.services["user-app"].decide({"gray": "canary"}).flag == "GRAY"
+    # Without a table in force, the service is not routed at all.
+    alone = compile_(doc)
+    assert "user-app" not in alone.services
+    assert skipped(alone) == {"services.user-app": f"{reason}; not routed"}
+
+
+def test_a_service_that_is_not_a_name_is_skipped():
+    doc = document()
+    doc["services"]["a/b"] = {"prod": "V1", "gray": "V2", "instances": []}
+    doc["services"]["x y"] = []
+    table = compile_(doc)
+    assert set(table.services) == {"user-app", "order-app"}
+    assert set(skipped(table)) == {"services.'a/b'", "services.'x y'"}
+    assert all(reason.endswith("; not routed") for reason in skipped(table).values())
 
 
 @pytest.mark.parametrize("body", [b"", b"{", b"[]", b'"x"'])
@@ -129,9 +242,22 @@ def test_a_service_percent_routes_that_service_only_and_sticks():
     assert gray <= {u for u in users if wider({}, user=u).flag == "GRAY"}
 
 
-@pytest.mark.parametrize("routing", [{"percent": 101}, {"percent": "5"}, {"targeted": 1}])
-def test_a_bad_service_routing_is_refused(routing):
+@pytest.mark.parametrize(
+    "routing, record, reason",
+    [
+        ({"percent": 101}, "percent", "Must be between 0 and 100, got 101."),
+        ({"percent": "5"}, "percent", "Must be a whole number from 0 to 100, got '5'."),
+        ({"targeted": 1}, "targeted", "Must be a boolean (true or false), got int."),
+    ],
+)
+def test_a_bad_service_routing_is_skipped_and_the_policys_applies(routing, record, reason):
     doc = document()
+    doc["gray"]["percent"] = 100
     doc["services"]["user-app"].update(routing)
-    with pytest.raises(ConfigError, match="services.user-app"):
-        compile_(doc)
+    table = compile_(doc)
+    inherited = "the policy's percent applies" if record == "percent" else "the policy's rules"
+    (entry,) = table.skipped
+    assert entry.record == f"services.user-app.{record}"
+    assert entry.reason.startswith(f"{reason} ({inherited}")
+    assert table.services["user-app"].routing == {}
+    assert table.services["user-app"].decide({}, user="1001").flag == "GRAY"  # 100 % in gray

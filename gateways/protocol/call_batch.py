@@ -40,6 +40,7 @@ class Ack:
     number: int | None  # the generation it says it runs; None: the body did not say
     error: str | None = None  # set: it refused that generation, and why
     engine: tuple[str, str] | None = None  # (engine, engine version) it says it runs
+    skipped: tuple[dict[str, str], ...] = ()  # records of that generation it runs without
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ def answer(calls: list[Poll | Ack]) -> list[Polled | AckRecorded | Refusal]:
     snapshot = generation.current()
     now = timezone.now()
     acks: dict[int, int] = {}
+    skipped: dict[int, tuple[dict[str, str], ...]] = {}
     seen: set[int] = set()
     refused: dict[Gateway, str] = {}
     engines: dict[int, tuple[str, str]] = {}
@@ -113,13 +115,15 @@ def answer(calls: list[Poll | Ack]) -> list[Polled | AckRecorded | Refusal]:
         else:
             answer_ = _ack(gateway, call, snapshot.number, now, acks, refused)
             answers.append(answer_)
+            if call.error is None and acks.get(gateway.pk) == call.number:
+                skipped[gateway.pk] = call.skipped
             said = call.engine
             changed = said is not None and (gateway.engine, gateway.engine_version) != said
             if changed and said is not None and not isinstance(answer_, Refusal):
                 gateway.engine, gateway.engine_version = said
                 engines[gateway.pk] = said
     if acks or seen:
-        record_acks(acks, seen=seen - acks.keys())
+        record_acks(acks, seen=seen - acks.keys(), skipped=skipped)
     for pk, (engine, version) in engines.items():  # rare: when a gateway changes engine
         Gateway.objects.filter(pk=pk).update(engine=engine, engine_version=version)
     for gateway, message in refused.items():

@@ -9,7 +9,9 @@ even an admin's: a call is also the gateway saying it is alive):
   Only for itself (else 403); acks never go backwards; a generation that does not exist
   yet is 400. Answers `{"name", "acked_generation", "status"}`. With `"error": "..."` the
   gateway refused generation N (it keeps running what it ran): the error is recorded as
-  its `last_error` and its acked generation stays.
+  its `last_error` and its acked generation stays. With `"skipped": [{"record", "reason"}]`
+  it runs generation N without those records: it is acked all the same (in sync), and the
+  list is kept with it until it acks a newer one.
 
 Every poll answer names the gateway that asked (header `X-Graylane-Gateway`), so a gateway
 given only its token learns the name its acks go to.
@@ -38,12 +40,17 @@ from gateways.authentication import token_key
 from gateways.protocol import call_batch, wakeup
 from gateways.protocol.call_batch import Ack, Poll, Refusal
 from gateways.snapshot import Snapshot
+from routing_engine import has_control_characters
 
 MAX_WAIT = 60.0
 NAME_HEADER = "X-Graylane-Gateway"
 # As long as a recorded delivery error (gateways.acks.MAX_ERROR_LENGTH).
 MAX_ACK_ERROR_LENGTH = 2000
 MAX_ENGINE_LENGTH = 32
+# An ack's skipped records (dataplane/gateway/config_client.py sends at most these).
+MAX_SKIPPED = 50
+MAX_RECORD_LENGTH = 600
+MAX_REASON_LENGTH = 400
 # A generation is a 64-bit integer: more digits than this is no generation (and Python
 # refuses to parse thousands of digits).
 MAX_GENERATION_DIGITS = 19
@@ -185,6 +192,37 @@ def _short_text(value) -> bool:
     return isinstance(value, str) and bool(value.strip()) and len(value) <= MAX_ENGINE_LENGTH
 
 
+def _skipped(parsed) -> tuple[dict[str, str], ...] | None:
+    """An ack's skipped records, None when malformed."""
+    raw = parsed.get("skipped") if isinstance(parsed, dict) else None
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or len(raw) > MAX_SKIPPED:
+        return None
+    entries = []
+    for entry in raw:
+        if not isinstance(entry, dict) or set(entry) != {"record", "reason"}:
+            return None
+        record, reason = entry["record"], entry["reason"]
+        for text, limit in ((record, MAX_RECORD_LENGTH), (reason, MAX_REASON_LENGTH)):
+            if not _storable(text, limit):
+                return None
+        entries.append({"record": record, "reason": reason})
+    return tuple(entries)
+
+
+def _storable(text, limit: int) -> bool:
+    """Non-empty text a JSON column takes on every backend (no NUL or other control
+    character, no lone surrogate), of at most `limit` characters."""
+    if not isinstance(text, str) or not text.strip() or len(text) > limit:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return not has_control_characters(text)
+
+
 async def ack(method: str, authorization: str, name: str, body: bytes) -> Answer:
     """`POST gateways/{name}/ack/`."""
     if method != "POST":
@@ -200,29 +238,34 @@ async def ack(method: str, authorization: str, name: str, body: bytes) -> Answer
     if not isinstance(number, int) or isinstance(number, bool) or number < 0:
         number = None  # refused once the caller is known: 401/403 come before 400
     error = parsed.get("error") if isinstance(parsed, dict) else None
-    bad_error = error is not None and (
-        not isinstance(error, str) or not error.strip() or len(error) > MAX_ACK_ERROR_LENGTH
-    )
     engine = _engine(parsed)
+    skipped = _skipped(parsed)
+    invalid = None
     if engine is False:
-        caller = await call_batch.submit(Poll(key))
-        if isinstance(caller, Refusal):
-            return _refused(caller)
-        if caller.name != name:
-            return _json(403, {"detail": "A gateway acknowledges only for itself."})
         message = f"Both engine and engine_version, each a text of at most {MAX_ENGINE_LENGTH}."
-        return _json(400, {"engine": [message]})
-    if bad_error:
+        invalid = {"engine": [message]}
+    elif error is not None and (
+        not isinstance(error, str) or not error.strip() or len(error) > MAX_ACK_ERROR_LENGTH
+    ):
+        message = f"A non-empty text of at most {MAX_ACK_ERROR_LENGTH} characters, or absent."
+        invalid = {"error": [message]}
+    elif skipped is None:
+        message = (
+            f'At most {MAX_SKIPPED} objects {{"record", "reason"}}, each a non-empty text '
+            f"without control characters (a record of at most {MAX_RECORD_LENGTH} characters, "
+            f"a reason of at most {MAX_REASON_LENGTH}), or absent."
+        )
+        invalid = {"skipped": [message]}
+    if invalid is not None:
         # Nothing is recorded; the caller is still checked first (401/403 before 400).
         caller = await call_batch.submit(Poll(key))
         if isinstance(caller, Refusal):
             return _refused(caller)
         if caller.name != name:
             return _json(403, {"detail": "A gateway acknowledges only for itself."})
-        message = f"A non-empty text of at most {MAX_ACK_ERROR_LENGTH} characters, or absent."
-        return _json(400, {"error": [message]})
+        return _json(400, invalid)
     said = engine if isinstance(engine, tuple) else None
-    answer = await call_batch.submit(Ack(key, name, number, error, said))
+    answer = await call_batch.submit(Ack(key, name, number, error, said, skipped or ()))
     if isinstance(answer, Refusal):
         return _refused(answer)
     return _json(

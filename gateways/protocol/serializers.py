@@ -5,7 +5,13 @@ protocol/endpoints.py, to stay lean; these name the same limits."""
 from rest_framework import serializers
 
 from gateways.models import Gateway
-from gateways.protocol.endpoints import MAX_ACK_ERROR_LENGTH, MAX_WAIT
+from gateways.protocol.endpoints import (
+    MAX_ACK_ERROR_LENGTH,
+    MAX_REASON_LENGTH,
+    MAX_RECORD_LENGTH,
+    MAX_SKIPPED,
+    MAX_WAIT,
+)
 
 
 class PollQuerySerializer(serializers.Serializer):
@@ -34,6 +40,16 @@ class GatewayDocumentSerializer(serializers.Serializer):
     )
 
 
+class SkippedRecordSerializer(serializers.Serializer):
+    record = serializers.CharField(
+        max_length=MAX_RECORD_LENGTH,
+        help_text="Which record, e.g. services.user-app.instances[10.0.0.5#7201#DEFAULT#user-app].",
+    )
+    reason = serializers.CharField(
+        max_length=MAX_REASON_LENGTH, help_text="Why, e.g. port: 0 is not a port."
+    )
+
+
 class AckSerializer(serializers.Serializer):
     generation = serializers.IntegerField(min_value=0)
     error = serializers.CharField(
@@ -42,6 +58,15 @@ class AckSerializer(serializers.Serializer):
         help_text=(
             "Set when the gateway refused this generation (it keeps running the one it "
             "ran): recorded as its last_error; its acked generation stays."
+        ),
+    )
+    skipped = SkippedRecordSerializer(
+        many=True,
+        required=False,
+        max_length=MAX_SKIPPED,
+        help_text=(
+            "Records of this generation the gateway runs it without (it applied the rest): "
+            "it is acked all the same (in sync), and they show in its row."
         ),
     )
 

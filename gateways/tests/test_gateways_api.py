@@ -1,6 +1,7 @@
 """`/api/v1/gateways/`: the contract's fields, credentials shown once, statuses, acks, and
 who may call what (users' roles, gateway tokens)."""
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -297,3 +298,98 @@ def resolve(schema: dict, node: dict) -> dict:
     if "$ref" not in node:
         return node
     return schema["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]]
+
+
+@GATEWAY_ENDPOINT
+def test_an_ack_with_skipped_records_is_in_sync_and_shows_them_until_the_next_ack(make_gateway):
+    gateway, token, _ = make_gateway("edge")
+    client = gateway_client(token)
+    first = generation.bump("one")
+    skipped = [
+        {
+            "record": "services.user-app.instances[10.0.0.5#7201#DEFAULT#user-app]",
+            "reason": "port: 0 is not a port",
+        },
+        {"record": "services.order-app", "reason": "prod: '' is empty; not routed"},
+    ]
+    response = client.post(
+        "/api/v1/gateways/edge/ack/", {"generation": first, "skipped": skipped}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    assert response.json() == {"name": "edge", "acked_generation": first, "status": "in_sync"}
+    row = next(
+        r for r in admin_client().get("/api/v1/gateways/").json()["results"] if r["name"] == "edge"
+    )
+    assert (row["status"], row["skipped"], row["last_error"]) == ("in_sync", skipped, "")
+    # A repeated or older ack changes nothing; the next generation's ack replaces the list.
+    client.post("/api/v1/gateways/edge/ack/", {"generation": first}, format="json")
+    gateway.refresh_from_db()
+    assert gateway.skipped == skipped
+    second = generation.bump("two")
+    client.post("/api/v1/gateways/edge/ack/", {"generation": second}, format="json")
+    gateway.refresh_from_db()
+    assert (gateway.acked_generation, gateway.skipped) == (second, [])
+
+
+@GATEWAY_ENDPOINT
+@pytest.mark.parametrize(
+    "skipped",
+    [
+        "port: 0",
+        [{"record": "services.a"}],
+        [{"record": "services.a", "reason": ""}],
+        [{"record": "services.a", "reason": "x", "extra": 1}],
+        [{"record": "x" * 601, "reason": "x"}],
+        [{"record": "services.a", "reason": "x" * 401}],
+        [{"record": "services.a\x00", "reason": "x"}],
+        [{"record": "services.a", "reason": "\ud800"}],
+        [{"record": f"services.s{n}", "reason": "x"} for n in range(51)],
+    ],
+)
+def test_malformed_skipped_records_are_400_and_record_nothing(make_gateway, skipped):
+    gateway, token, _ = make_gateway("edge")
+    number = generation.bump("one")
+    body = json.dumps({"generation": number, "skipped": skipped})  # a lone surrogate escaped
+    response = gateway_client(token).post(
+        "/api/v1/gateways/edge/ack/", body, content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert "skipped" in response.json()
+    gateway.refresh_from_db()
+    assert (gateway.acked_generation, gateway.skipped) == (0, [])
+
+
+@GATEWAY_ENDPOINT
+def test_skipped_records_of_someone_else_are_403_before_400(make_gateway):
+    make_gateway("edge")
+    _, other, _ = make_gateway("other")
+    number = generation.bump("one")
+    response = gateway_client(other).post(
+        "/api/v1/gateways/edge/ack/", {"generation": number, "skipped": "bad"}, format="json"
+    )
+    assert response.status_code == 403
+
+
+def admin_client() -> APIClient:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from accounts.models import ApiToken
+
+    user = get_user_model().objects.create_user(username="ada")
+    user.groups.add(Group.objects.get_or_create(name="admin")[0])
+    return gateway_client(ApiToken.objects.issue(user)[1])
+
+
+@pytest.mark.parametrize("mode", ["push", "nacos"])
+def test_a_gateway_endpoint_at_a_metadata_address_is_refused(api, mode):
+    response = api("admin").post(
+        "/api/v1/gateways/",
+        {"name": "meta", "mode": mode, "endpoint": "http://169.254.169.254/latest/"},
+        format="json",
+    )
+    assert response.status_code == 400
+    assert response.json()["endpoint"] == [
+        "169.254.169.254 is a cloud metadata address: refused (OUTBOUND_DENIED_NETWORKS)"
+    ]
+    assert not Gateway.objects.filter(name="meta").exists()

@@ -229,3 +229,33 @@ def test_gateway_status_is_read_and_sent_only_while_a_page_listens(
 
     event = async_to_sync(listen)()
     assert (event["type"], event["name"], event["status"]) == ("gateway", "edge", "pending")
+
+
+def test_the_document_carries_nothing_a_gateway_would_skip(caplog):
+    """Rows stored before the sync checked what it stores (or edited by hand) are left out
+    of the document, and logged; an instance without a version is sent as null."""
+    service = Service.objects.create(name="user-app")
+    legacy = Service.objects.create(name="legacy/name")
+    rows = {
+        "good": {"host": "10.0.0.1", "port": 7201, "version": "V1"},
+        "bare": {"host": "10.0.0.2", "port": 7201, "version": None},
+        "blank": {"host": "10.0.0.3", "port": 7201, "version": "  "},
+        "port 0": {"host": "10.0.0.4", "port": 0, "version": "V1"},
+        "no host": {"host": "", "port": 7201, "version": "V1"},
+        "weight": {"host": "10.0.0.5", "port": 7201, "version": "V1", "weight": -1.0},
+    }
+    for instance_id, fields in rows.items():
+        Instance.objects.create(service=service, instance_id=instance_id, state="UP", **fields)
+    Instance.objects.create(
+        service=legacy, instance_id="x", host="10.0.0.9", port=1, version="V1", state="UP"
+    )
+    document = json.loads(generation.current().body)
+    assert set(document["services"]) == {"user-app"}
+    assert {i["id"]: i["version"] for i in document["services"]["user-app"]["instances"]} == {
+        "good": "V1",
+        "bare": None,
+        "blank": None,
+    }
+    logged = caplog.text
+    assert "leaves out instance port 0 of user-app: port: 0 is not a port" in logged
+    assert "leaves out service 'legacy/name'" in logged

@@ -114,3 +114,13 @@ def test_a_wrong_password_means_failing_with_the_reason(celery_worker, nacos, na
     )
     assert "login failed" in gateway.last_error
     assert nacos.config("gateway-app.yaml", "DEFAULT_GROUP", "dev") is None
+
+
+def test_a_nacos_endpoint_at_a_metadata_address_is_never_published_to(celery_worker, make_gateway):
+    gateway, _, _ = make_gateway("meta", Gateway.NACOS, "http://169.254.169.254:8848/nacos")
+    generation.bump("test")
+    failed = wait_until(
+        lambda: Gateway.objects.filter(pk=gateway.pk, attempts__gte=1).first(),
+        what="a failed attempt",
+    )
+    assert "169.254.169.254 is a cloud metadata address: refused" in failed.last_error

@@ -3,10 +3,13 @@ import uuid
 
 import pytest
 from django.conf import settings
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from gateways import generation
 from gateways.models import Gateway
 from metrics import live
+from registry_sync.models import Service
 
 BACKENDS = [
     "memory",
@@ -36,8 +39,15 @@ def windows(request, monkeypatch):
 
 @pytest.fixture
 def gateway(db):
-    """(name, an APIClient with that gateway's token)."""
-    gateway, token, _ = Gateway.objects.create_with_credentials(name="gw-1", mode=Gateway.PULL)
+    """(name, an APIClient with that gateway's token): gw-1, which runs a gateway document
+    holding user-app (so it fronts user-app), as a pull gateway that just polled."""
+    Service.objects.get_or_create(name="user-app")
+    gateway, token, _ = Gateway.objects.create_with_credentials(
+        name="gw-1",
+        mode=Gateway.PULL,
+        acked_generation=generation.bump("test"),
+        last_seen=timezone.now(),
+    )
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     return gateway.name, client

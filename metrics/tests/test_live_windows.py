@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from metrics import latency
+from metrics import latency, live
 from metrics.samples import Sample
 
 
@@ -33,14 +33,16 @@ def test_only_series_with_traffic_in_the_last_10_s_are_active(windows):
 
 def test_a_sample_is_counted_once_per_gateway_and_withdrawn_on_failure(windows):
     now = int(time.time())
-    assert windows.accept("gw-1", [s(now)]) == [s(now)]
-    assert windows.accept("gw-1", [s(now), s(now - 1)]) == [s(now - 1)]
-    assert windows.accept("gw-2", [s(now)]) == [s(now)]
+    assert windows.accept("gw-1", [s(now)]).new == [s(now)]
+    assert windows.accept("gw-1", [s(now), s(now - 1)]).new == [s(now - 1)]
+    assert windows.accept("gw-2", [s(now)]).new == [s(now)]
     assert windows.ingested() == 3
     windows.withdraw("gw-2", [s(now)])
     assert windows.ingested() == 2
     assert windows.figures(now)[("user-app", "V1")]["10s"].total == 20
-    assert windows.accept("gw-2", [s(now)]) == [s(now)], "a withdrawn sample counts when re-sent"
+    assert windows.accept("gw-2", [s(now)]).new == [s(now)], (
+        "a withdrawn sample counts when re-sent"
+    )
 
 
 @pytest.mark.parametrize("service", ["odd/name with spaces", 'quote"d:name'])
@@ -56,3 +58,33 @@ def test_each_second_is_claimed_once_and_never_an_older_one(windows):
     assert not windows.claim(now)
     assert not windows.claim(now - 1)
     assert windows.claim(now + 1)
+
+
+def test_each_gateways_figures_are_kept_apart_too(windows):
+    now = int(time.time())
+    windows.accept("gw-1", [s(now - 2, 10, 1), s(now - 1, 20)])
+    windows.accept("gw-2", [s(now - 1, 30, 3, p95=900.0), s(now - 20, 1000)])
+    windows.withdraw("gw-1", [s(now - 1, 20)])
+    v1, v2 = ("user-app", "V1"), ("user-app", "V2")
+    got = windows.by_gateway([v1, v2], now - 10, now)
+    assert got[v2] == {}
+    assert set(got[v1]) == {"gw-1", "gw-2"}
+    assert (got[v1]["gw-1"].total, got[v1]["gw-1"].errors) == (10, 1)
+    gw2 = got[v1]["gw-2"]
+    assert (gw2.total, gw2.errors, gw2.p95()) == (30, 3, latency.upper_edge(latency.bucket_of(900)))
+    assert windows.by_gateway([v1], now, now) == {v1: {}}
+
+
+def test_the_series_cap_counts_the_series_heard_of_lately(windows, settings):
+    settings.METRICS_MAX_SERIES = 2
+    now = int(time.time())
+    quiet = now - live.keep_seconds() - 5  # before what the windows remember
+    assert windows.accept("gw-1", [s(quiet), s(now, version="V2")]).new == [
+        s(quiet),
+        s(now, version="V2"),
+    ]
+    counted = windows.accept("gw-2", [s(now, version="V3"), s(now, version="V2")])
+    assert counted == live.Counted([s(now, version="V3"), s(now, version="V2")], [])
+    refused = windows.accept("gw-1", [s(now, version="V4"), s(now - 1, version="V3")])
+    assert refused == live.Counted([s(now - 1, version="V3")], [s(now, version="V4")])
+    assert sorted(windows.figures(now)) == [("user-app", "V2"), ("user-app", "V3")]

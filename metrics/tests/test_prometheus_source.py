@@ -115,3 +115,14 @@ def test_the_deployment_may_read_from_prometheus_by_default(api, settings):
         .status_code
         == 200
     )
+
+
+def test_a_prometheus_at_a_refused_address_is_never_asked(api, settings):
+    # Start-up refuses such a PROMETHEUS_URL (tests/test_deploy_settings.py); the check at
+    # connect time holds for any that gets past it (a name resolving there later).
+    settings.PROMETHEUS_URL = "http://169.254.169.254:9090"
+    started = time.monotonic()
+    response = api("viewer").get("/api/v1/metrics/success-rate/?service=user-app&source=prometheus")
+    assert time.monotonic() - started < 1
+    assert response.status_code == 503
+    assert "169.254.169.254 is a cloud metadata address: refused" in response.json()["detail"]

@@ -1,5 +1,7 @@
 """Registry adapters (plain Python, no Django): Nacos and Eureka behind one small interface."""
 
+import outbound
+
 from .base import (
     ADAPTER_KINDS,
     DEFAULT_GROUP,
@@ -34,11 +36,13 @@ def build_adapter(
     password: str = "",
     api_version: str = "auto",
     timeout: float = 3.0,
+    policy: outbound.Policy = outbound.DEFAULT_POLICY,
 ) -> RegistryAdapter:
     """Build the adapter for a registry ``kind`` ("nacos" or "eureka").
 
     ``namespace``, ``group`` and ``api_version`` only mean something for Nacos; Eureka ignores
     them. ``username``/``password`` are Nacos login credentials, or HTTP basic auth for Eureka.
+    ``policy``: where the adapter may connect (outbound/policy.py).
     Raises ``ValueError`` for an unknown kind or api_version (a configuration error, not a
     registry failure). No network traffic happens here.
     """
@@ -52,7 +56,10 @@ def build_adapter(
             password=password,
             api_version=api_version,
             timeout=timeout,
+            policy=policy,
         )
     if normalized == "eureka":
-        return EurekaAdapter(base_url, username=username, password=password, timeout=timeout)
+        return EurekaAdapter(
+            base_url, username=username, password=password, timeout=timeout, policy=policy
+        )
     raise ValueError(f"unknown registry kind {kind!r}; expected one of {', '.join(ADAPTER_KINDS)}")

@@ -9,6 +9,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
+import outbound
+
 from .base import RegistryError
 
 # Query/form parameters whose values never appear in an operator-facing message.
@@ -37,7 +39,9 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
 
 
 class HttpTransport:
-    """One ``httpx.Client`` per adapter; every failure below HTTP becomes a RegistryError."""
+    """One ``httpx.Client`` per adapter, connecting only where ``policy`` allows (a refused
+    address fails as an unreachable one, with the reason); every failure below HTTP becomes
+    a RegistryError."""
 
     def __init__(
         self,
@@ -46,10 +50,11 @@ class HttpTransport:
         timeout: float,
         headers: Mapping[str, str] | None = None,
         auth: httpx.Auth | tuple[str, str] | None = None,
+        policy: outbound.Policy = outbound.DEFAULT_POLICY,
     ):
         self.registry = registry  # "Nacos" / "Eureka", used in messages
         self.timeout = timeout
-        self.client = httpx.Client(
+        self.client = policy.client(
             timeout=timeout, headers=dict(headers or {}), auth=auth, follow_redirects=False
         )
 

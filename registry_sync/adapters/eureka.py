@@ -28,6 +28,8 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
+import outbound
+
 from . import validation
 from ._http import HttpTransport
 from .base import DEFAULT_CLUSTER, RegistryInstance, SkippedInstance
@@ -75,6 +77,7 @@ class EurekaAdapter:
         timeout: float = 3.0,
         snapshot_ttl: float = SNAPSHOT_TTL,
         clock: Callable[[], float] = time.monotonic,
+        policy: outbound.Policy = outbound.DEFAULT_POLICY,
     ):
         url = (base_url or "").strip().rstrip("/")
         parts = urlsplit(url)
@@ -87,7 +90,11 @@ class EurekaAdapter:
         self._clock = clock
         auth = (username, password) if username else None
         self._http = HttpTransport(
-            "Eureka", timeout=timeout, headers={"Accept": "application/json"}, auth=auth
+            "Eureka",
+            timeout=timeout,
+            headers={"Accept": "application/json"},
+            auth=auth,
+            policy=policy,
         )
         # lower-case service name -> (APP name, raw instance dicts), and when it was fetched
         self._snapshot: dict[str, tuple[str, list[Any]]] | None = None

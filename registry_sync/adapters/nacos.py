@@ -21,6 +21,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+import outbound
+
 from . import validation
 from ._http import HttpTransport, excerpt
 from .base import (
@@ -78,6 +80,7 @@ class NacosAdapter:
         timeout: float = 3.0,
         page_size: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        policy: outbound.Policy = outbound.DEFAULT_POLICY,
     ):
         if api_version not in API_VERSIONS:
             raise ValueError(f"unknown Nacos api_version {api_version!r}; expected {API_VERSIONS}")
@@ -92,7 +95,7 @@ class NacosAdapter:
         self._version: str | None = None if api_version == "auto" else api_version
         self._token: str | None = None
         self._token_refresh_at = 0.0
-        self._http = HttpTransport("Nacos", timeout=timeout)
+        self._http = HttpTransport("Nacos", timeout=timeout, policy=policy)
 
     # -- public API -------------------------------------------------------------------------
 

@@ -10,44 +10,41 @@ Eureka) passes before it is stored (plain Python, no Django).
 
 Limits follow the columns the values are stored in (``registry_sync.models``) and Nacos' own
 rules (weights 0 to 10000; names of letters, digits and ``._:@-``, ``@@`` being its group
-separator). Nothing stored may break a page or a URL: no ``/``, no whitespace, no NUL, no text
-that is not valid Unicode.
+separator); what every reader of a gateway document checks too (host, port, weight, service
+name) is routing_engine.records', so what is stored is what gateways take. Nothing stored may
+break a page or a URL: no ``/``, no whitespace, no NUL, no text that is not valid Unicode.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
+from routing_engine.records import (
+    MAX_SHOWN,
+    SERVICE_NAME,
+    host_problem,
+    port_problem,
+    show,
+    weight_problem,
+)
+
 from .base import RegistryInstance, SkippedInstance
 
 MAX_NAME_LENGTH = 255  # Service.name, Instance.instance_id
-MAX_HOST_LENGTH = 253  # a DNS name; Instance.host holds 255
 MAX_CLUSTER_LENGTH = 64  # Instance.cluster
-MAX_WEIGHT = 10000.0  # Nacos: "The weights range from 0.0 to 10000.0"
 MAX_METADATA_KEYS = 64
 MAX_METADATA_BYTES = 16 * 1024  # as compact JSON
-MAX_SHOWN = 60  # characters of a bad value quoted in a reason
 
-# A service name (also a URL path segment of the pages and the API): Nacos' characters, a
-# letter or digit first, no "@@" (Nacos' group separator). releases uses it for overrides.
-SERVICE_NAME = re.compile(r"[A-Za-z0-9](?:(?!@@)[A-Za-z0-9._:@-]){0,254}\Z")
 # Nacos builds ids as ip#port#cluster#group@@service; Eureka's are host:app:port or custom.
 INSTANCE_ID = re.compile(r"[A-Za-z0-9._:@#+=-]{1,255}\Z")
 CLUSTER = re.compile(r"[A-Za-z0-9._:-]{1,64}\Z")
 # A Nacos namespace id or group name (the embedded registry's columns hold 128).
 GROUP = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
-_HOST_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
-HOSTNAME = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*\.?\Z")
-_DOTTED_NUMBERS = re.compile(r"[0-9.]+\Z")
-_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
-IPV4 = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}\Z")  # what ipaddress accepts, faster
 
 
 class InvalidInstance(ValueError):
@@ -66,13 +63,6 @@ def describe(entry: SkippedInstance) -> str:
     if entry.instance_id is not None:
         who += f" {show(entry.instance_id)}"
     return f"{who}: {entry.reason}"
-
-
-def show(value: Any) -> str:
-    """A value quoted for a message: repr (so NULs, control characters and lone surrogates
-    are escaped), shortened."""
-    text = repr(value)
-    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
 
 
 def _check_text(field: str, value: Any, what: str | None = None) -> str:
@@ -175,27 +165,12 @@ def service_name_problem(name: Any) -> str | None:
 
 
 def check_host(host: Any) -> None:
-    if isinstance(host, str):
-        if IPV4.match(host):
-            return
-        if (
-            len(host) <= MAX_HOST_LENGTH
-            and HOSTNAME.match(host)
-            and not _DOTTED_NUMBERS.match(host)
-        ):
-            return
-    _check_text("host", host)
-    if len(host) > MAX_HOST_LENGTH:
-        raise InvalidInstance("host", f"host {show(host)} is over {MAX_HOST_LENGTH} characters")
-    if ":" in host:
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise InvalidInstance("host", f"host {show(host)} is not an IPv6 address") from None
+    problem = host_problem(host)
+    if problem is None:
         return
-    if _DOTTED_NUMBERS.match(host):
-        raise InvalidInstance("host", f"host {show(host)} is not an IPv4 address")
-    raise InvalidInstance("host", f"host {show(host)} is not an IP address or host name")
+    if isinstance(host, str):
+        _check_text("host", host)  # NUL and lone surrogates said as such
+    raise InvalidInstance("host", f"host {problem}")
 
 
 def check_instance(instance: RegistryInstance) -> None:
@@ -205,19 +180,11 @@ def check_instance(instance: RegistryInstance) -> None:
     if problem:
         raise InvalidInstance("service", problem)
     check_host(instance.host)
-    port = instance.port
-    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
-        raise InvalidInstance("port", f"port {show(port)} is not between 1 and 65535")
-    weight = instance.weight
-    if (
-        not isinstance(weight, int | float)
-        or isinstance(weight, bool)
-        or not math.isfinite(weight)
-        or not 0.0 <= weight <= MAX_WEIGHT
-    ):
-        raise InvalidInstance(
-            "weight", f"weight {show(weight)} is not a number from 0 to {MAX_WEIGHT:g}"
-        )
+    if port_problem(instance.port):
+        raise InvalidInstance("port", f"port {show(instance.port)} is not between 1 and 65535")
+    problem = weight_problem(instance.weight)
+    if problem:
+        raise InvalidInstance("weight", f"weight {problem}")
     for field in ("healthy", "enabled"):
         if not isinstance(getattr(instance, field), bool):
             raise InvalidInstance(field, f"{field} {show(getattr(instance, field))} is not a bool")

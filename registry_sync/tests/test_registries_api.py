@@ -6,6 +6,7 @@ import json
 import pytest
 from django.core.exceptions import ValidationError
 
+from accounts.secret_fields import MAX_PASSWORD_LENGTH
 from audit.models import AuditEntry
 from registry_sync.models import Registry
 
@@ -92,3 +93,26 @@ def test_an_older_registry_with_credentials_in_its_url_is_audited_without_them(a
     entry = AuditEntry.objects.get()
     assert entry.before["base_url"] == "http://127.0.0.1:8848/nacos"
     assert "s3cret-pw" not in json.dumps([entry.before, entry.after])
+
+
+def test_a_password_too_long_is_a_field_error_and_a_long_one_is_kept(api):
+    """On PostgreSQL a password longer than its column was a 500 (and on SQLite silently
+    kept); now there is one limit, said in a field message, and everything below it fits."""
+    admin = api("admin")
+    limit = MAX_PASSWORD_LENGTH
+    too_long = admin.post(
+        "/api/v1/registries/", {**NACOS, "password": "p" * (limit + 1)}, format="json"
+    )
+    assert too_long.status_code == 400
+    assert too_long.json() == {
+        "password": [f"Ensure this field has no more than {limit} characters."]
+    }
+    assert not Registry.objects.filter(name="prod-nacos").exists()
+
+    created = admin.post("/api/v1/registries/", {**NACOS, "password": "p" * limit}, format="json")
+    assert created.status_code == 201, created.content
+    assert Registry.objects.get(name="prod-nacos").password == "p" * limit
+    url = f"/api/v1/registries/{created.json()['id']}/"
+    patched = admin.patch(url, {"password": "q" * (limit + 1)}, format="json")
+    assert patched.status_code == 400 and list(patched.json()) == ["password"]
+    assert Registry.objects.get(name="prod-nacos").password == "p" * limit

@@ -128,3 +128,23 @@ def test_a_service_percent_is_a_revision_in_the_gateway_document_and_the_simulat
     assert bad.status_code == 400 and "percent" in bad.json()
     client.patch("/api/v1/services/user-app/", {"percent": None, "targeted": None}, format="json")
     assert Revision.objects.first().config["services"] == {}
+
+
+def test_instances_without_a_version_are_counted_and_listed_as_null(api, user_app):
+    for n, state in enumerate(["UP", "DOWN"]):
+        Instance.objects.create(
+            service=user_app, instance_id=f"bare-{n}", host=f"10.0.1.{n}", port=7201, state=state
+        )
+    client = api("viewer")
+    (row,) = client.get("/api/v1/services/").json()["results"]
+    assert row["instances"] == {"DOWN": 1, "DRAINING": 1, "UP": 4, "no_version": 2}
+    assert client.get("/api/v1/services/user-app/").json()["instances"] == row["instances"]
+    listed = client.get("/api/v1/services/user-app/instances/").json()["results"]
+    assert {i["instance_id"]: i["version"] for i in listed if i["host"].startswith("10.0.1.")} == {
+        "bare-0": None,
+        "bare-1": None,
+    }
+    (bare,) = [
+        i for i in build_document(1)["services"]["user-app"]["instances"] if i["id"] == "bare-0"
+    ]
+    assert bare["version"] is None

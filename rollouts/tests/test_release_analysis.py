@@ -1,7 +1,6 @@
 """The beat job's analysis on recorded series: the live windows hold what gateways reported,
 each interval is judged, and the release advances, waits, rolls back or fails."""
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -10,55 +9,9 @@ from django.utils import timezone
 from gateways.gateway_document import build_document
 from rollouts import services
 from rollouts.models import Release
-from rollouts.tests.conftest import STEPS
+from rollouts.tests.conftest import INTERVAL, LAG, STEPS, kinds, tick, traffic
 
 pytestmark = pytest.mark.django_db
-
-INTERVAL = 5
-LAG = services.REPORT_LAG_SECONDS
-
-
-@pytest.fixture
-def release(fleet, windows):
-    """A running release of user-app V2 whose first window starts at T0 (a minute ago)."""
-    made = services.create_release(
-        service="user-app",
-        to_version="V2",
-        from_version=None,
-        steps=STEPS,
-        analysis_settings={
-            "interval_s": INTERVAL,
-            "min_requests": 50,
-            "max_error_rate_increase": 1.0,
-            "failures_tolerated": 1,
-            "max_p95_ms": None,
-            "deadline_s": 600,
-        },
-        actor="olga",
-        source="api",
-    )
-    services.act(made.pk, "start", actor="olga", source="api")
-    t0 = int(time.time()) - 60
-    Release.objects.filter(pk=made.pk).update(analysed_until=t0)
-    made.t0 = t0
-    return made
-
-
-def tick(release, intervals_done):
-    """Run the beat job as it would run once interval number `intervals_done` has ended."""
-    services.analyse_due(now=release.t0 + intervals_done * INTERVAL + LAG)
-    return Release.objects.get(pk=release.pk)
-
-
-def traffic(record, release, interval, gray=(200, 1), prod=(200, 1)):
-    """Per second of that interval: (requests, errors) of gray V2 and prod V1."""
-    first = release.t0 + interval * INTERVAL
-    record("V2", first, INTERVAL, *gray)
-    record("V1", first, INTERVAL, *prod)
-
-
-def kinds(release):
-    return [e.kind for e in release.events.order_by("at", "id")]
 
 
 def test_healthy_intervals_advance_step_by_step_to_promotion(release, record):

@@ -121,3 +121,30 @@ def test_the_delivery_log_is_on_the_release_page(receiver, fleet, client, make_u
     page = client.get(f"/releases/{event.release_id}/").content.decode()
     assert page.count('<tr data-ok="true">') == 1 and page.count('<tr data-ok="false">') == 1
     assert "HTTP 500" in page and "ci-hook" in page
+
+
+@pytest.mark.django_db
+def test_the_admin_refuses_a_webhook_at_a_metadata_address(admin_client):
+    form = {"name": "meta", "url": "http://[fd00:ec2::254]/latest/", "kind": "generic",
+            "secret": "", "enabled": "on"}  # fmt: skip
+    response = admin_client.post("/admin/rollouts/webhook/add/", form)
+    assert response.status_code == 200
+    [error] = response.context["adminform"].form.errors["url"]
+    assert error.startswith("fd00:ec2::254 is a cloud metadata address: refused")
+    assert not Webhook.objects.filter(name="meta").exists()
+    fine = admin_client.post(
+        "/admin/rollouts/webhook/add/", {**form, "url": "http://10.0.0.7/hook"}
+    )
+    assert fine.status_code == 302 and Webhook.objects.filter(name="meta").exists()
+
+
+@pytest.mark.django_db
+def test_a_webhook_stored_at_a_refused_address_is_refused_at_connect(fleet):
+    hook = Webhook.objects.create(name="legacy", url="http://169.254.169.254/latest/user-data")
+    started = started_release().events.get(kind="started")
+    began = time.monotonic()
+    assert not webhooks.deliver(hook.pk, started.pk, attempt=1)
+    assert time.monotonic() - began < 1  # refused, not timed out trying
+    delivery = WebhookDelivery.objects.get(webhook=hook)
+    assert delivery.status_code is None and not delivery.ok
+    assert delivery.error.startswith("AddressRefused: 169.254.169.254 is a cloud metadata address")

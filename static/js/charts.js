@@ -272,7 +272,7 @@
   window.graylaneLive.on("revision", function (revision) { addRevision(revision); render(); });
   window.graylaneLive.on("instance", function (event) {
     if (event.service !== service) return;
-    addMarker(now(), "instance", event.host + ":" + event.port + " (" + event.version + ") " + event.state, true);
+    addMarker(now(), "instance", event.host + ":" + event.port + " (" + (event.version || "no version") + ") " + event.state, true);
     render();
   });
   window.graylaneLive.on("release", function (message) {

@@ -26,7 +26,10 @@ def server_url(asgi_server):
 
 class Traffic:
     """A gateway posting one sample per version every half second, for the second before,
-    with the error counts the test sets (`errors[version]` of 100 requests)."""
+    with the error counts the test sets (`errors[version]` of 100 requests). It keeps up
+    with the gateway document (polls and acks it, as real gateways do): a gateway may
+    report only services of the document it runs, and counts in release analysis only
+    while in sync."""
 
     def __init__(self, url: str, name: str, token: str):
         self.client = httpx.Client(base_url=url, headers={"Authorization": f"Token {token}"})
@@ -55,11 +58,24 @@ class Traffic:
         if answer.status_code != 202:
             self.failures.append(f"{answer.status_code} {answer.text[:200]}")
 
+    def follow(self) -> None:
+        document = self.client.get("/api/v1/gateway-config/")
+        if document.status_code != 200:
+            self.failures.append(f"poll: {document.status_code} {document.text[:200]}")
+            return
+        answer = self.client.post(
+            f"/api/v1/gateways/{self.name}/ack/", json={"generation": document.json()["generation"]}
+        )
+        if answer.status_code != 200:
+            self.failures.append(f"ack: {answer.status_code} {answer.text[:200]}")
+
     def _run(self) -> None:
         while not self.stop.wait(0.5):
+            self.follow()
             self.send(int(time.time()) - 1)
 
     def __enter__(self):
+        self.follow()
         self.thread.start()
         return self
 

@@ -6,7 +6,33 @@
   function shown(field, value) {
     if (field === "last_seen") return value ? value.replace("T", " ").slice(0, 19) : "never";
     if (field === "last_error") return value.length > 200 ? value.slice(0, 199) + "…" : value;
+    if (field === "fronts") return value.length ? value.join(", ") : "all";
+    if (field === "last_refused") {
+      return Object.keys(value).sort().map(function (service) {
+        return service + " " + value[service];
+      }).join(", ");
+    }
     return String(value);
+  }
+
+  // The records a gateway runs its generation without, one per line (as the page renders).
+  function showSkipped(cell, skipped) {
+    cell.replaceChildren();
+    if (!skipped.length) {
+      var none = document.createElement("span");
+      none.className = "muted";
+      none.textContent = "none";
+      cell.appendChild(none);
+      return;
+    }
+    skipped.forEach(function (entry) {
+      var line = document.createElement("div");
+      var record = document.createElement("code");
+      record.textContent = entry.record;
+      line.appendChild(record);
+      line.appendChild(document.createTextNode(": " + entry.reason));
+      cell.appendChild(line);
+    });
   }
 
   window.graylaneLive.on("gateway", function (event) {
@@ -19,7 +45,9 @@
     }
     row.querySelectorAll("[data-field]").forEach(function (cell) {
       var field = cell.dataset.field;
-      if (field === "engine_label") {
+      if (field === "skipped") {
+        showSkipped(cell, event.skipped || []);
+      } else if (field === "engine_label") {
         cell.textContent = event.engine ? event.engine + " " + (event.engine_version || "") : "—";
       } else if (field in event) {
         cell.textContent = shown(field, event[field]);
