@@ -80,13 +80,13 @@ def _writes(env: dict[str, str], stop, start) -> tuple[list, dict]:
     the writes, what each committed, the times the outage began and ended."""
     lab = outage_lab.run(env, "prepare")
     with AsgiServer(env) as server:
-        # A gateway reports the services of the document it was given: it polls once.
-        poll = httpx.get(
-            server.url + "/api/v1/gateway-config/",
-            headers={"Authorization": f"Token {lab['tokens']['gateway']}"},
-            timeout=10,
-        )
-        assert poll.status_code == 200, poll.text
+        # A gateway reports the services of the document it runs: it polls and acks once.
+        headers = {"Authorization": f"Token {lab['tokens']['gateway']}"}
+        poll = httpx.get(server.url + "/api/v1/gateway-config/", headers=headers, timeout=10)
+        number = poll.json()["generation"]
+        ack_path = f"/api/v1/gateways/{outage_lab.GATEWAY}/ack/"
+        ack = httpx.post(server.url + ack_path, json={"generation": number}, headers=headers)
+        assert ack.status_code == 200, ack.text
         stream = outage_lab.Stream(server.url, lab["tokens"], lab).start()
         try:
             wait_until(lambda: stream.made() >= HEALTHY_WRITES, timeout=30, what="writes")
