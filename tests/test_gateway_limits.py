@@ -2,13 +2,16 @@
 and for Envoy and nginx as the agent renders them: a request line over 8 KiB is refused with
 414, a header over 8 KiB, headers over 64 KiB in all or more than 100 of them with 431, as
 the head arrives (not once it ends), nothing of it reaches an instance, and the connection is
-closed."""
+closed. Slow uploads hold bounded memory, and it goes back when their clients leave."""
 
+import asyncio
 import contextlib
+import json
 import socket
 import threading
 import time
 from http.client import HTTPResponse
+from pathlib import Path
 
 import httpx
 import pytest
@@ -20,6 +23,8 @@ from dataplane.gateway.limits import (
     REQUEST_LINE_LIMIT,
 )
 from tests.agent_lab import engines, start_agent
+from tests.gateway_lab import COUNTING, SHUTTING_DOWN, SLOW_READER
+from tests.test_gateway_routing import SEED_RULES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MiB = 1 << 20
@@ -214,3 +219,137 @@ def test_an_endless_header_is_refused_at_the_limit_not_at_its_end(proxy):
     assert sent_when_answered < MiB
     if kind != "nginx":
         assert sent < total, "the connection was closed before the end of the stream"
+
+
+# 200 uploads of 1 MiB at once, each as a slow link delivers it: 1 KiB at a time, 5 ms apart
+# (5 s each).
+UPLOADS = 200
+UPLOAD_SIZE = MiB
+PIECE = 1024
+PAUSE = 0.005
+
+
+def test_the_memory_200_slow_uploads_took_goes_back_when_they_end(lab):
+    lab.instance("user-app", "V1", COUNTING)
+    lab.sync()
+    lab.policy(**SEED_RULES)
+    gateway = lab.start_gateway()
+    pid = gateway.popen.pid
+    for _ in range(3):  # a gateway that has served before
+        assert httpx.post(gateway.url + "/user-app/up", content=b"x" * 4096).status_code == 200
+    before = _status_mib(pid, "VmRSS")
+    answers = asyncio.run(_slow_uploads(gateway.port))
+    ended = time.monotonic()
+    peak = _status_mib(pid, "VmHWM")
+    bound = before + max(before * 0.1, 10)
+    after = _status_mib(pid, "VmRSS")
+    while after > bound and time.monotonic() - ended < 30:
+        time.sleep(0.5)
+        after = _status_mib(pid, "VmRSS")
+    waited = time.monotonic() - ended
+    print(
+        f"gateway RSS: before {before:.1f} MiB, peak {peak:.1f} MiB, "
+        f"after {after:.1f} MiB ({waited:.1f} s after the last upload ended)"
+    )
+    assert answers == [(200, UPLOAD_SIZE)] * UPLOADS
+    assert after <= bound
+
+
+async def _slow_uploads(port: int) -> list[tuple[int, int]]:
+    """(status, bytes the instance received) of each upload. Every upload has begun before
+    any goes on past its first piece, so all 200 are in flight together."""
+    connected = 0
+    everyone = asyncio.Event()
+    piece = b"u" * PIECE
+
+    async def upload() -> tuple[int, int]:
+        nonlocal connected
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            b"POST /user-app/upload HTTP/1.1\r\nHost: gw\r\nContent-Length: %d\r\n\r\n%b"
+            % (UPLOAD_SIZE, piece)
+        )
+        connected += 1
+        if connected == UPLOADS:
+            everyone.set()
+        await everyone.wait()
+        for _ in range(UPLOAD_SIZE // PIECE - 1):
+            await asyncio.sleep(PAUSE)
+            writer.write(piece)
+            await writer.drain()
+        status_line, _, rest = (await reader.readuntil(b"\r\n\r\n")).partition(b"\r\n")
+        length = next(
+            int(line.split(b":")[1])
+            for line in rest.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        body = json.loads(await reader.readexactly(length))
+        writer.close()
+        await writer.wait_closed()
+        return int(status_line.split()[1]), body["received"]
+
+    return await asyncio.gather(*(upload() for _ in range(UPLOADS)))
+
+
+def _status_mib(pid: int, field: str) -> float:
+    """A memory figure of /proc/<pid>/status (VmRSS: resident now, VmHWM: the most ever)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise LookupError(field)
+
+
+def test_an_upload_faster_than_its_instance_reads_is_held_back_not_buffered(lab):
+    """Flow control: 64 MiB sent as fast as the client can, to an instance that reads once
+    every 10 ms. The gateway stops reading from the client while the instance's connection is
+    full, so the body waits in the client and the sockets, not in the gateway."""
+    lab.instance("user-app", "V1", SLOW_READER)
+    lab.sync()
+    lab.policy(**SEED_RULES)
+    gateway = lab.start_gateway()
+    pid = gateway.popen.pid
+    before = _status_mib(pid, "VmRSS")
+    size = 64 * MiB
+
+    def body():
+        piece = b"b" * MiB
+        for _ in range(size // MiB):
+            yield piece
+
+    answer = httpx.post(
+        gateway.url + "/user-app/upload",
+        content=body(),
+        headers={"Content-Length": str(size)},
+        timeout=60,
+    )
+    grown = _status_mib(pid, "VmHWM") - before
+    print(f"gateway RSS: {before:.1f} MiB before, at most {grown:.1f} MiB more for 64 MiB")
+    assert answer.json()["received"] == size
+    assert grown < 8
+
+
+def test_a_body_that_came_in_pieces_is_sent_whole_to_the_next_instance(lab):
+    """A body kept for a second sending in pieces (replay.py) goes whole to the instance
+    tried after one that answered the shutting-down marker."""
+    draining = lab.instance("user-app", "V1", SHUTTING_DOWN)
+    lab.instance("user-app", "V1")
+    lab.sync()
+    lab.policy(**SEED_RULES)
+    gateway = lab.start_gateway()
+    body = bytes(range(256)) * 1200  # 300 KiB
+
+    def pieces():
+        for start in range(0, len(body), 10_000):
+            time.sleep(0.002)  # each piece reaches the gateway on its own
+            yield body[start : start + 10_000]
+
+    for _ in range(2):  # round robin: one of them is sent to the draining instance first
+        answer = httpx.post(
+            gateway.url + "/user-app/orders",
+            content=pieces(),
+            headers={"Content-Length": str(len(body))},
+            timeout=10,
+        )
+        assert answer.status_code == 200
+        assert answer.json()["body"].encode("latin-1") == body
+    assert len(draining.received) == 1

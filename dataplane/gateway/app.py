@@ -1,5 +1,6 @@
 """The gateway process: the proxy's server, its configuration client, the metric reporter
-and the upstream pool's housekeeping, on one uvloop event loop."""
+and the housekeeping (the upstream pool's idle connections, the heap's free memory), on one
+uvloop event loop."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import logging
 import signal
 
 from dataplane.gateway.config_client import ConfigClient, dashboard_client
+from dataplane.gateway.heap import give_back_free_heap
 from dataplane.gateway.metrics import Metrics
 from dataplane.gateway.options import Options
 from dataplane.gateway.proxy import ClientConnection, Context
@@ -119,3 +121,4 @@ async def _housekeeping(pool: UpstreamPool) -> None:
     while True:
         await asyncio.sleep(1.0)
         pool.close_idle()
+        give_back_free_heap()

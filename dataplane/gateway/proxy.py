@@ -27,7 +27,7 @@ import logging
 import re
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import NoReturn
 
@@ -52,6 +52,7 @@ from dataplane.gateway.limits import (
     REQUEST_LINE_LIMIT,
 )
 from dataplane.gateway.metrics import Metrics
+from dataplane.gateway.replay import KeptBody, ReplayBudget
 from dataplane.gateway.routing import Instance, RoutingTable, Service
 from dataplane.gateway.upstream import (
     BrokeBeforeAnswer,
@@ -66,9 +67,6 @@ from routing_engine.balancer import Prepared
 log = logging.getLogger(__name__)
 
 IDEMPOTENT = frozenset((b"GET", b"HEAD", b"OPTIONS", b"TRACE", b"PUT", b"DELETE"))
-# Request bodies up to this size are kept until answered, so that they can be sent again
-# to another instance; a longer one is streamed through and not retried once sent.
-REPLAY_LIMIT = 1 << 20
 # Body bytes waiting for an upstream connection before the client is asked to pause.
 PENDING_LIMIT = 1 << 18
 # httptools hands over a header only once it is whole. So a head still unfinished, or its
@@ -105,6 +103,7 @@ class Context:
     idle_timeout: float
     # (path) -> (status, content type, body) for the gateway's own pages, or None.
     admin: Callable[[bytes, RoutingTable | None], tuple[int, bytes, bytes] | None]
+    replay: ReplayBudget = field(default_factory=ReplayBudget)
 
 
 def _frame_chunk(data: bytes) -> bytes:
@@ -159,8 +158,7 @@ class Exchange:
         "body_framing",
         "pending",
         "pending_size",
-        "sent",
-        "sent_size",
+        "kept",
         "replayable",
         "body_done",
         "upstream",
@@ -217,8 +215,7 @@ class Exchange:
                 self.body_framing = b"length"
         self.pending: list[bytes] = []  # framed body bytes not yet sent upstream
         self.pending_size = 0
-        self.sent: list[bytes] = []  # framed body bytes sent, kept for a second sending
-        self.sent_size = 0
+        self.kept: KeptBody | None = None  # framed body bytes sent, for a second sending
         self.replayable = True
         self.body_done = False
         self.upstream: UpstreamConnection | None = None
@@ -270,12 +267,21 @@ class Exchange:
     def _keep(self, data: bytes) -> None:
         if not self.replayable:
             return
-        self.sent_size += len(data)
-        if self.sent_size > REPLAY_LIMIT:
-            self.replayable = False
-            self.sent = []
-        else:
-            self.sent.append(data)
+        kept = self.kept
+        if kept is None:
+            kept = self.kept = KeptBody(self.client.context.replay)
+        self.replayable = kept.keep(data)
+
+    def forget_sent(self) -> None:
+        """The request will not be sent again: what was kept of its body goes."""
+        self.replayable = False
+        if self.kept is not None:
+            self.kept.drop()
+
+    def send_again(self) -> None:
+        """What went out of the body goes first on the next sending (kept again as it goes)."""
+        if self.kept is not None and self.kept.size:
+            self.pending.insert(0, self.kept.take())
 
     def can_send_again(self) -> bool:
         """Whether all of the body that went out is still at hand."""
@@ -288,6 +294,7 @@ class Exchange:
             self._attempt_over(_Retry())
             return
         self._attempt_over(None)
+        self.forget_sent()  # answered: never sent again
         self.status = status
         out = self.out  # joined with the first piece of the body (flush)
         out.append(b"HTTP/1.1 %d %b\r\n" % (status, reason or _REASONS.get(status, b"Unknown")))
@@ -367,6 +374,7 @@ class Exchange:
         """The client went away."""
         self._detach()
         self.attempting = False
+        self.forget_sent()
 
 
 class ClientConnection(asyncio.Protocol):
@@ -449,6 +457,9 @@ class ClientConnection(asyncio.Protocol):
             exchange.abort()
         self.queue.clear()
         self.transport = None
+        # The parser holds this protocol's callbacks: without it, what the connection held
+        # goes now, by reference counting, not at some later full collection.
+        del self.parser
 
     def pause_writing(self) -> None:
         if self.queue and self.queue[0].upstream is not None:
@@ -743,9 +754,7 @@ class ClientConnection(asyncio.Protocol):
         """Send the request (what arrived of its body so far; the rest follows as it comes)
         and wait, by callbacks, for the head of the answer."""
         assert exchange.instance is not None
-        if exchange.sent:
-            exchange.pending[:0] = exchange.sent
-            exchange.sent, exchange.sent_size = [], 0
+        exchange.send_again()
         upstream.begin(exchange, head_request=exchange.method == b"HEAD")
         exchange.upstream = upstream
         exchange.metric_version = exchange.instance.version
@@ -828,6 +837,7 @@ class ClientConnection(asyncio.Protocol):
 
     def finished(self, exchange: Exchange) -> None:
         """The answer to the first queued request is complete."""
+        exchange.forget_sent()
         now = self.loop.time()
         if exchange.service:
             error = exchange.failed or exchange.status >= 500
