@@ -10,7 +10,7 @@ import logging
 import signal
 
 from dataplane.gateway.config_client import ConfigClient, dashboard_client
-from dataplane.gateway.heap import give_back_free_heap
+from dataplane.gateway.heap import keep_giving_back_free_heap
 from dataplane.gateway.metrics import Metrics
 from dataplane.gateway.options import Options
 from dataplane.gateway.proxy import ClientConnection, Context
@@ -106,6 +106,7 @@ async def serve(options: Options) -> None:
             loop.create_task(config.run()),
             loop.create_task(reporter.run()),
             loop.create_task(_housekeeping(context.pool)),
+            loop.create_task(keep_giving_back_free_heap()),
         ]
         await stop.wait()
         log.info("Gateway stopping.")
@@ -121,4 +122,3 @@ async def _housekeeping(pool: UpstreamPool) -> None:
     while True:
         await asyncio.sleep(1.0)
         pool.close_idle()
-        give_back_free_heap()

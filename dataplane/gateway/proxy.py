@@ -294,7 +294,8 @@ class Exchange:
             self._attempt_over(_Retry())
             return
         self._attempt_over(None)
-        self.forget_sent()  # answered: never sent again
+        if self.kept is not None:
+            self.forget_sent()  # answered: never sent again
         self.status = status
         out = self.out  # joined with the first piece of the body (flush)
         out.append(b"HTTP/1.1 %d %b\r\n" % (status, reason or _REASONS.get(status, b"Unknown")))
@@ -374,7 +375,8 @@ class Exchange:
         """The client went away."""
         self._detach()
         self.attempting = False
-        self.forget_sent()
+        if self.kept is not None:
+            self.forget_sent()
 
 
 class ClientConnection(asyncio.Protocol):
@@ -837,7 +839,8 @@ class ClientConnection(asyncio.Protocol):
 
     def finished(self, exchange: Exchange) -> None:
         """The answer to the first queued request is complete."""
-        exchange.forget_sent()
+        if exchange.kept is not None:
+            exchange.forget_sent()
         now = self.loop.time()
         if exchange.service:
             error = exchange.failed or exchange.status >= 500
