@@ -28,6 +28,8 @@ HANG_UP = "hang_up"  # reads the whole request, then closes the connection unans
 SILENT = "silent"  # reads the whole request and never answers
 FAILING_FIFTH = "failing_fifth"  # answers every fifth request with a 500 (20 % errors)
 HOP_HEADERS = "hop_headers"  # answers with hop-by-hop headers a gateway must not pass on
+COUNTING = "counting"  # answers with the size of the body it read, keeping none of it
+SLOW_READER = "slow_reader"  # as COUNTING, but reads its socket once every 10 ms
 FAIL_SUFFIX = "/fail"  # an OK instance answers a path ending so with 500 (its own error)
 SLOW_SUFFIX = "/slow"  # an OK instance answers a path ending so after SLOW_SECONDS
 SLOW_SECONDS = 0.03
@@ -71,9 +73,12 @@ class _Connection(asyncio.Protocol):
             self.parser.feed_data(data)
         except httptools.HttpParserError:
             self.transport.close()
+        if self.upstream.mode == SLOW_READER:
+            self.transport.pause_reading()
+            asyncio.get_running_loop().call_later(0.01, self.transport.resume_reading)
 
     def on_message_begin(self) -> None:
-        self.url, self.headers, self.body = b"", {}, b""
+        self.url, self.headers, self.body, self.size = b"", {}, b"", 0
 
     def on_url(self, url: bytes) -> None:
         self.url += url
@@ -82,7 +87,9 @@ class _Connection(asyncio.Protocol):
         self.headers[name.decode().lower()] = value.decode("latin-1")
 
     def on_body(self, body: bytes) -> None:
-        self.body += body
+        self.size += len(body)
+        if self.upstream.mode not in (COUNTING, SLOW_READER):
+            self.body += body
 
     def on_message_complete(self) -> None:
         upstream = self.upstream
@@ -101,6 +108,10 @@ class _Connection(asyncio.Protocol):
             body = b'{"error": "injected"}'
             extra = b""
             status = b"500 Internal Server Error"
+        elif upstream.mode in (COUNTING, SLOW_READER):
+            body = json.dumps({"version": upstream.version, "received": self.size}).encode()
+            extra = b""
+            status = b"200 OK"
         elif upstream.mode == HOP_HEADERS:
             body = b"{}"
             extra = (
