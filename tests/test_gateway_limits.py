@@ -150,6 +150,14 @@ def test_heads_within_the_limits_pass_and_heads_over_them_are_refused(proxy, two
     assert len(v1.received) + len(v2.received) == reached + passed, "a refused head went on"
 
 
+def test_a_body_over_a_mebibyte_reaches_the_instance_through_every_proxy(proxy, two_versions):
+    _, front = proxy
+    body = b"b" * (MiB + MiB // 2)  # over nginx's own default limit
+    answer = httpx.post(f"{front.url}/user-app/hello", content=body, timeout=30)
+    assert answer.status_code == 200, answer.text[:200]
+    assert [len(r.body) for v in two_versions for r in v.received] == [len(body)]
+
+
 def test_the_python_gateway_refuses_one_byte_over_each_limit(lab, two_versions):
     gateway = lab.start_gateway()
     host = len("Host") + len("gw")

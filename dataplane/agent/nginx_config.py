@@ -78,6 +78,11 @@ def render_nginx(generation: Generation, site: Site) -> str:
     emit("  map_hash_max_size 262144;")
     emit("  map_hash_bucket_size 512;")
     emit("  keepalive_requests 100000;")
+    # No body limit (nginx's default is 1 MiB): the Python gateway and Envoy take any size.
+    # Bodies up to 2 MiB are held in memory (and so retried on another instance); larger
+    # ones go to <workdir>/client_body, which nginx's workers must be able to write.
+    emit("  client_max_body_size 0;")
+    emit("  client_body_buffer_size 2m;")
     # The head's lines in 8 KiB buffers, 64 KiB of them: a longer line is refused (a request
     # line 414, a header 494, answered 431 below), and so is a head that fills them all.
     line_buffer = max(REQUEST_LINE_LIMIT, HEADER_LIMIT)
