@@ -20,8 +20,8 @@ from prometheus_client.registry import Collector
 from gateways import generation
 from gateways.models import Gateway
 from metrics import live
+from policy.models import PolicyState
 from registry_sync.models import Registry
-from releases.models import PolicyState
 
 
 class GraylaneCollector(Collector):

@@ -125,12 +125,12 @@ INSTALLED_APPS = [
     "axes",
     "audit",
     "accounts",
-    "releases",
+    "policy",
     "registry_sync",
     "dashboard",
     "gateways",
     "metrics",
-    "rollouts",
+    "releases",
 ]
 
 MIDDLEWARE = [
@@ -398,8 +398,8 @@ CELERY_BEAT_SCHEDULE = {
     "metrics-prune": {"task": "metrics.tasks.prune", "schedule": 3600.0},
     # Each release's interval is checked every second; a late run is worthless, the next
     # one looks anew.
-    "rollouts-analyse": {
-        "task": "rollouts.tasks.analyse_due",
+    "releases-analyse": {
+        "task": "releases.tasks.analyse_due",
         "schedule": 1.0,
         "options": {"expires": 1.0},
     },

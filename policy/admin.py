@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from graylane.read_only_admin import ReadOnlyAdmin
-from releases.models import PolicyState, Revision
+from policy.models import PolicyState, Revision
 
 
 @admin.register(PolicyState)

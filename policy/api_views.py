@@ -6,11 +6,10 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from registry_sync.models import Service
-from releases.documents import policy_of
-from releases.models import PolicyState, Revision
-from releases.publishing import StaleRevision, load_state
-from releases.serializers import (
+from policy.documents import policy_of
+from policy.models import PolicyState, Revision
+from policy.publishing import StaleRevision, load_state
+from policy.serializers import (
     PolicySerializer,
     RevisionDetailSerializer,
     RevisionSerializer,
@@ -20,8 +19,9 @@ from releases.serializers import (
     SimulateRequestSerializer,
     SimulateResponseSerializer,
 )
-from releases.services import rollback_to, service_rows, set_service_versions, update_policy
-from releases.simulation import simulate
+from policy.services import rollback_to, service_rows, set_service_versions, update_policy
+from policy.simulation import simulate
+from registry_sync.models import Service
 from routing_engine import PolicyError
 
 

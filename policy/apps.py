@@ -1,13 +1,13 @@
 from django.apps import AppConfig
 
 
-class ReleasesConfig(AppConfig):
-    name = "releases"
-    verbose_name = "Gray policy, revisions and audit"
+class PolicyConfig(AppConfig):
+    name = "policy"
+    verbose_name = "Gray policy, revisions and per-service versions"
 
     def ready(self):
         # Imported here, once the app registry is ready (Django's convention for receivers).
-        from releases.announcements import on_revision_published
-        from releases.publishing import revision_published
+        from policy.announcements import on_revision_published
+        from policy.publishing import revision_published
 
-        revision_published.connect(on_revision_published, dispatch_uid="releases.live")
+        revision_published.connect(on_revision_published, dispatch_uid="policy.live")

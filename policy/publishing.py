@@ -10,8 +10,8 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from audit import log as audit_log
-from releases.documents import default_document
-from releases.models import PolicyState, Revision
+from policy.documents import default_document
+from policy.models import PolicyState, Revision
 from routing_engine import canonical_json, checksum, diff_documents
 
 # Sent after commit with `revision` (the new Revision); gateways and the live view listen.

@@ -1,11 +1,12 @@
-"""Output shapes of the releases API (and their OpenAPI description). Input validation of
-the policy lives in routing_engine.policy so the form, the API and gateways share it."""
+"""Output shapes of the policy, revisions, services and simulator API (and their OpenAPI
+description). Input validation of the policy lives in routing_engine.policy so the form, the
+API and gateways share it."""
 
 import ipaddress
 
 from rest_framework import serializers
 
-from releases.models import Revision
+from policy.models import Revision
 from routing_engine import MAX_ENTRY_LENGTH
 
 
@@ -125,7 +126,7 @@ class ServiceSerializer(serializers.Serializer):
 
 
 class ServiceVersionsSerializer(serializers.Serializer):
-    """PATCH body; validated by releases.documents.normalize_override."""
+    """PATCH body; validated by policy.documents.normalize_override."""
 
     prod_version = serializers.CharField(required=False, allow_null=True)
     gray_version = serializers.CharField(required=False, allow_null=True)

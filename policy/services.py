@@ -1,13 +1,12 @@
 """Use cases on the live document, shared by the API and the dashboard. Each publishes
-through releases.publishing (one locked write path, a revision and an audit entry)."""
+through policy.publishing (one locked write path, a revision and an audit entry)."""
 
 import json
 from collections import Counter
 
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q
 
-from registry_sync.models import Instance, Service
-from releases.documents import (
+from policy.documents import (
     check_overrides_still_valid,
     document_from_policy,
     effective_versions,
@@ -15,8 +14,9 @@ from releases.documents import (
     policy_of,
     with_override,
 )
-from releases.models import Revision
-from releases.publishing import PublishResult, publish
+from policy.models import Revision
+from policy.publishing import PublishResult, publish
+from registry_sync.models import Instance, Service
 from routing_engine import merge_patch, normalize_policy
 
 

@@ -4,9 +4,9 @@ from functools import lru_cache
 
 from django.conf import settings
 
+from policy.documents import effective_versions
+from policy.models import PolicyState
 from registry_sync.models import Instance
-from releases.documents import effective_versions
-from releases.models import PolicyState
 from routing_engine import CallerResolver, GrayMatcher, lower_headers, select_instances
 
 # Keyed by revision and when it was made: a database made anew counts revisions from 1 again.

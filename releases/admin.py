@@ -2,7 +2,7 @@ from django import forms
 from django.contrib import admin
 
 from graylane.read_only_admin import ReadOnlyAdmin
-from rollouts.models import Release, ReleaseEvent, Webhook, WebhookDelivery
+from releases.models import Release, ReleaseEvent, Webhook, WebhookDelivery
 
 
 @admin.register(Release)

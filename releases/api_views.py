@@ -3,10 +3,10 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from rollouts import bundles, services
-from rollouts.filters import ReleaseFilter
-from rollouts.models import Release, ReleaseBundle
-from rollouts.serializers import (
+from releases import bundles, services
+from releases.filters import ReleaseFilter
+from releases.models import Release, ReleaseBundle
+from releases.serializers import (
     BundleCreateSerializer,
     BundleSerializer,
     ReleaseCreateSerializer,

@@ -1,12 +1,12 @@
 from django.apps import AppConfig
 
 
-class RolloutsConfig(AppConfig):
-    name = "rollouts"
-    verbose_name = "Releases (progressive delivery)"
+class ReleasesConfig(AppConfig):
+    name = "releases"
+    verbose_name = "Progressive releases, bundles and webhooks"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from rollouts import services, tasks
+        from releases import services, tasks
 
-        services.release_event.connect(tasks.on_release_event, dispatch_uid="rollouts-webhooks")
+        services.release_event.connect(tasks.on_release_event, dispatch_uid="releases-webhooks")

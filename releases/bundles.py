@@ -2,12 +2,12 @@
 (its own routing, analysis and events); the bundle starts, pauses, resumes and promotes
 them in dependency order and rolls them back (or aborts them) in the reverse order, all or
 nothing. The analysis advances a bundle only when every member is healthy at the step, and
-one member's rollback or failure takes the others back to prod (rollouts/services.py)."""
+one member's rollback or failure takes the others back to prod (releases/services.py)."""
 
 from django.db import transaction
 
-from rollouts import services, states
-from rollouts.models import Release, ReleaseBundle
+from releases import services, states
+from releases.models import Release, ReleaseBundle
 
 REVERSED_ACTIONS = ("rollback", "abort")
 

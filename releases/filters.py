@@ -2,8 +2,8 @@
 
 import django_filters
 
-from rollouts import states
-from rollouts.models import Release
+from releases import states
+from releases.models import Release
 
 
 class ReleaseFilter(django_filters.FilterSet):

@@ -4,7 +4,7 @@ from django.db import models
 from django.db.models import Q
 
 from accounts.secret_fields import EncryptedTextField
-from rollouts import states
+from releases import states
 
 
 class ReleaseBundle(models.Model):
@@ -25,8 +25,8 @@ class ReleaseBundle(models.Model):
 
 class Release(models.Model):
     """One service's progressive release of `to_version` over `from_version` (prod): steps
-    of gray traffic, each advanced by the analysis (rollouts/analysis.py) or an operator.
-    The routing each step implies is written to the live document (releases.services), a
+    of gray traffic, each advanced by the analysis (releases/analysis.py) or an operator.
+    The routing each step implies is written to the live document (policy.services), a
     revision per change."""
 
     service = models.CharField(max_length=255)
@@ -61,7 +61,7 @@ class Release(models.Model):
             models.UniqueConstraint(
                 fields=["service"],
                 condition=Q(state__in=states.ACTIVE),
-                name="rollouts_one_active_release_per_service",
+                name="releases_one_active_release_per_service",
             )
         ]
 
@@ -100,7 +100,7 @@ class ReleaseEvent(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
-        indexes = [models.Index(fields=["release", "-at"], name="rollouts_event_timeline")]
+        indexes = [models.Index(fields=["release", "-at"], name="releases_event_timeline")]
 
     def __str__(self):
         return f"{self.kind} of release {self.release_id}"

@@ -1,8 +1,8 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from rollouts import states
-from rollouts.models import Release, ReleaseBundle, ReleaseEvent
+from releases import states
+from releases.models import Release, ReleaseBundle, ReleaseEvent
 
 MAX_STEPS = 20
 

@@ -1,6 +1,6 @@
 """Use cases of releases, shared by the API, the pages and the beat job: create, the
 operator's actions, and the analysis of each interval. Every routing change a release makes
-goes through releases.services.set_service_versions (a revision and an audit entry); every
+goes through policy.services.set_service_versions (a revision and an audit entry); every
 action and decision is an event on the release's timeline, published live."""
 
 import time
@@ -15,13 +15,13 @@ from audit import log as audit_log
 from gateways.fronting import analysis_standing
 from metrics.samples import Figures
 from metrics.services import window_figures
+from policy.documents import effective_versions
+from policy.publishing import load_state
+from policy.services import set_service_versions
 from registry_sync.models import Service
-from releases.documents import effective_versions
-from releases.publishing import load_state
-from releases.services import set_service_versions
-from rollouts import analysis, states
-from rollouts.models import Release, ReleaseEvent
-from rollouts.serializers import ReleaseEventSerializer, ReleaseSerializer
+from releases import analysis, states
+from releases.models import Release, ReleaseEvent
+from releases.serializers import ReleaseEventSerializer, ReleaseSerializer
 
 # Samples of second t reach the dashboard a second or two later (the gateways report once a
 # second): a window is analysed only once its last second is this old.
@@ -31,7 +31,7 @@ ANALYSIS_ACTOR = "release-analysis"
 
 
 # Sent after commit with `event` (a ReleaseEvent) when people may want to hear of it; the
-# webhooks listen (rollouts/apps.py).
+# webhooks listen (releases/apps.py).
 release_event = Signal()
 
 

@@ -1,6 +1,6 @@
 from celery import shared_task
 
-from rollouts import services, webhooks
+from releases import services, webhooks
 
 
 @shared_task(ignore_result=True)

@@ -1,5 +1,5 @@
 """Outgoing webhooks of release events: the bodies (generic JSON, Slack-compatible), the
-signed POST and its delivery log. The retries are the task's (rollouts/tasks.py)."""
+signed POST and its delivery log. The retries are the task's (releases/tasks.py)."""
 
 import json
 
@@ -7,8 +7,8 @@ import httpx
 from django.conf import settings
 
 from gateways import signing
-from rollouts.models import ReleaseEvent, Webhook, WebhookDelivery
-from rollouts.serializers import ReleaseEventSerializer, ReleaseSerializer
+from releases.models import ReleaseEvent, Webhook, WebhookDelivery
+from releases.serializers import ReleaseEventSerializer, ReleaseSerializer
 
 # The events worth telling people about (an analysis every interval is not).
 NOTIFIED_KINDS = frozenset(

@@ -9,10 +9,10 @@ from django.core.management import call_command
 
 from audit.models import AuditEntry
 from gateways.models import Gateway
+from policy.documents import policy_of
+from policy.publishing import load_state
+from policy.services import update_policy
 from registry_sync.models import Registry, Service
-from releases.documents import policy_of
-from releases.publishing import load_state
-from releases.services import update_policy
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from rollouts.models import Release
+from releases.models import Release
 from tests.gateway_lab import FAILING_FIFTH, OK, auth
 from tests.processes import AsgiServer, CeleryWorker, database_url, django_env
 

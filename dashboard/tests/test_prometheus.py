@@ -9,8 +9,8 @@ from gateways import generation
 from gateways.models import Gateway
 from metrics import live, services
 from metrics.samples import Sample
+from policy.publishing import load_state
 from registry_sync.models import Registry, Service
-from releases.publishing import load_state
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,11 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+    """Was releases 0001_initial: the app was named `releases` then (its tables still are,
+    until 0004)."""
+
     initial = True
+    replaces = [("releases", "0001_initial")]
 
     dependencies = []
 
@@ -29,6 +33,7 @@ class Migration(migrations.Migration):
             options={
                 "verbose_name_plural": "audit entries",
                 "ordering": ["-at", "-id"],
+                "db_table": "releases_auditentry",
             },
         ),
         migrations.CreateModel(
@@ -48,6 +53,7 @@ class Migration(migrations.Migration):
             options={
                 "verbose_name": "live policy",
                 "verbose_name_plural": "live policy",
+                "db_table": "releases_policystate",
             },
         ),
         migrations.CreateModel(
@@ -80,6 +86,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 "ordering": ["-number"],
+                "db_table": "releases_revision",
             },
         ),
     ]

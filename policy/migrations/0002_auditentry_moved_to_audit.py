@@ -2,9 +2,12 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-    """AuditEntry now belongs to the `audit` app, which took over its table."""
+    """AuditEntry now belongs to the `audit` app, which took over its table. (Was releases
+    0002_auditentry_moved_to_audit.)"""
 
-    dependencies = [("releases", "0001_initial"), ("audit", "0001_initial")]
+    replaces = [("releases", "0002_auditentry_moved_to_audit")]
+
+    dependencies = [("policy", "0001_initial"), ("audit", "0001_initial")]
 
     operations = [
         migrations.SeparateDatabaseAndState(

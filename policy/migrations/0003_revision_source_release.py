@@ -4,8 +4,12 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+    """Was releases 0003_revision_source_release."""
+
+    replaces = [("releases", "0003_revision_source_release")]
+
     dependencies = [
-        ("releases", "0002_auditentry_moved_to_audit"),
+        ("policy", "0002_auditentry_moved_to_audit"),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ import threading
 import pytest
 from django.db import connection
 
-from releases.models import Revision
+from policy.models import Revision
 
 WRITERS = 20
 

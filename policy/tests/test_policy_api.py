@@ -1,7 +1,7 @@
 import pytest
 
 from audit.models import AuditEntry
-from releases.models import PolicyState, Revision
+from policy.models import PolicyState, Revision
 
 pytestmark = pytest.mark.django_db
 

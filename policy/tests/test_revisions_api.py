@@ -1,7 +1,7 @@
 import pytest
 
 from audit.models import AuditEntry
-from releases.models import PolicyState, Revision
+from policy.models import PolicyState, Revision
 
 pytestmark = pytest.mark.django_db
 
@@ -70,7 +70,7 @@ def test_rollback_of_a_missing_revision_is_404(api):
 
 
 def test_revisions_cannot_be_rewritten():
-    from releases.publishing import load_state
+    from policy.publishing import load_state
 
     load_state()
     revision = Revision.objects.get(number=1)

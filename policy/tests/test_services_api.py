@@ -2,9 +2,9 @@ import pytest
 
 from audit.models import AuditEntry
 from gateways.gateway_document import build_document
+from policy.models import Revision
+from policy.publishing import load_state
 from registry_sync.models import Instance, Service
-from releases.models import Revision
-from releases.publishing import load_state
 
 pytestmark = pytest.mark.django_db
 

@@ -89,7 +89,7 @@ def test_bad_instances_are_refused_with_the_field_and_why(changes, field):
 
 
 def test_the_releases_service_name_rule_is_the_same_one():
-    from releases import documents
+    from policy import documents
 
     assert documents.SERVICE_NAME is validation.SERVICE_NAME
     assert not documents.SERVICE_NAME.match("user-app\n")  # "$" would have let it through

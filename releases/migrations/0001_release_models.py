@@ -5,7 +5,13 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+    """Was rollouts 0001_initial: the app was named `rollouts` then (its tables still are,
+    until 0005). No migration of this app may take a name of the old `releases` app's
+    (0001_initial, 0002_auditentry_moved_to_audit, 0003_revision_source_release): their rows
+    in django_migrations stay, and mean the policy app's migrations that replace them."""
+
     initial = True
+    replaces = [("rollouts", "0001_initial")]
 
     dependencies = []
 
@@ -55,6 +61,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 "ordering": ["-created_at", "-id"],
+                "db_table": "rollouts_release",
                 "constraints": [
                     models.UniqueConstraint(
                         condition=models.Q(
@@ -103,12 +110,13 @@ class Migration(migrations.Migration):
                     models.ForeignKey(
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="events",
-                        to="rollouts.release",
+                        to="releases.release",
                     ),
                 ),
             ],
             options={
                 "ordering": ["-at", "-id"],
+                "db_table": "rollouts_releaseevent",
                 "indexes": [
                     models.Index(fields=["release", "-at"], name="rollouts_event_timeline")
                 ],

@@ -5,8 +5,12 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+    """Was rollouts 0002_webhooks."""
+
+    replaces = [("rollouts", "0002_webhooks")]
+
     dependencies = [
-        ("rollouts", "0001_initial"),
+        ("releases", "0001_release_models"),
     ]
 
     operations = [
@@ -33,6 +37,9 @@ class Migration(migrations.Migration):
                 ("enabled", models.BooleanField(default=True)),
                 ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
+            options={
+                "db_table": "rollouts_webhook",
+            },
         ),
         migrations.CreateModel(
             name="WebhookDelivery",
@@ -53,7 +60,7 @@ class Migration(migrations.Migration):
                     models.ForeignKey(
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="deliveries",
-                        to="rollouts.releaseevent",
+                        to="releases.releaseevent",
                     ),
                 ),
                 (
@@ -61,12 +68,13 @@ class Migration(migrations.Migration):
                     models.ForeignKey(
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="deliveries",
-                        to="rollouts.webhook",
+                        to="releases.webhook",
                     ),
                 ),
             ],
             options={
                 "ordering": ["-at", "-id"],
+                "db_table": "rollouts_webhookdelivery",
             },
         ),
     ]

@@ -5,8 +5,12 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+    """Was rollouts 0003_bundles."""
+
+    replaces = [("rollouts", "0003_bundles")]
+
     dependencies = [
-        ("rollouts", "0002_webhooks"),
+        ("releases", "0002_webhooks"),
     ]
 
     operations = [
@@ -25,6 +29,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 "ordering": ["-created_at", "-id"],
+                "db_table": "rollouts_releasebundle",
             },
         ),
         migrations.AddField(
@@ -45,7 +50,7 @@ class Migration(migrations.Migration):
                 null=True,
                 on_delete=django.db.models.deletion.PROTECT,
                 related_name="releases",
-                to="rollouts.releasebundle",
+                to="releases.releasebundle",
             ),
         ),
     ]

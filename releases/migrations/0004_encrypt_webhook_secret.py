@@ -1,6 +1,7 @@
 """Webhook secrets encrypted at rest like the other secrets Graylane keeps to use itself
 (accounts/secret_fields.py): the column becomes text, the stored values are encrypted with
-the first of GRAYLANE_SECRET_KEYS, and the field reads them decrypted."""
+the first of GRAYLANE_SECRET_KEYS, and the field reads them decrypted. (Was rollouts
+0004_encrypt_webhook_secret.)"""
 
 from django.db import migrations, models
 
@@ -8,16 +9,18 @@ import accounts.secret_fields
 
 
 def encrypt(apps, schema_editor):
-    accounts.secret_fields.encrypt_column(apps.get_model("rollouts", "Webhook"), "secret")
+    accounts.secret_fields.encrypt_column(apps.get_model("releases", "Webhook"), "secret")
 
 
 def decrypt(apps, schema_editor):
-    accounts.secret_fields.decrypt_column(apps.get_model("rollouts", "Webhook"), "secret")
+    accounts.secret_fields.decrypt_column(apps.get_model("releases", "Webhook"), "secret")
 
 
 class Migration(migrations.Migration):
+    replaces = [("rollouts", "0004_encrypt_webhook_secret")]
+
     dependencies = [
-        ("rollouts", "0003_bundles"),
+        ("releases", "0003_bundles"),
     ]
 
     operations = [

@@ -7,11 +7,11 @@ from gateways import generation
 from gateways.models import Gateway
 from metrics import live
 from metrics.samples import Sample
+from policy.publishing import load_state
+from policy.services import update_policy
 from registry_sync.models import Instance, Service
-from releases.publishing import load_state
-from releases.services import update_policy
-from rollouts import services
-from rollouts.models import Release
+from releases import services
+from releases.models import Release
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The interval verdict on recorded figures, without Django."""
 
-from rollouts.analysis import (
+from releases.analysis import (
     FAILED,
     HEALTHY,
     INCONCLUSIVE,

@@ -1,11 +1,11 @@
 """The bundle pages: the releases page lists bundles and makes them (validated by the bundle
 API's serializer, errors inline), a bundle's page shows its releases in dependency order,
-and its actions (CSRF forms, operator only) move them all through rollouts.bundles."""
+and its actions (CSRF forms, operator only) move them all through releases.bundles."""
 
 import pytest
 
 from audit.models import AuditEntry
-from rollouts.models import Release, ReleaseBundle
+from releases.models import Release, ReleaseBundle
 
 pytestmark = pytest.mark.django_db
 

@@ -5,8 +5,8 @@ import time
 import pytest
 
 from gateways.gateway_document import build_document
-from rollouts import services
-from rollouts.models import Release, ReleaseBundle
+from releases import services
+from releases.models import Release, ReleaseBundle
 
 pytestmark = pytest.mark.django_db
 

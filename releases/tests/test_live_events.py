@@ -7,7 +7,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from dashboard.consumers import LiveConsumer
-from rollouts.tests.conftest import started_release
+from releases.tests.conftest import started_release
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

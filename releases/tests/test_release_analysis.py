@@ -7,9 +7,9 @@ import pytest
 from django.utils import timezone
 
 from gateways.gateway_document import build_document
-from rollouts import services
-from rollouts.models import Release
-from rollouts.tests.conftest import INTERVAL, LAG, STEPS, kinds, tick, traffic
+from releases import services
+from releases.models import Release
+from releases.tests.conftest import INTERVAL, LAG, STEPS, kinds, tick, traffic
 
 pytestmark = pytest.mark.django_db
 
@@ -88,6 +88,6 @@ def test_the_progress_deadline_fails_the_release_and_routes_to_prod(release, rec
 def test_the_beat_job_is_scheduled():
     from django.conf import settings
 
-    entry = settings.CELERY_BEAT_SCHEDULE["rollouts-analyse"]
-    assert entry["task"] == "rollouts.tasks.analyse_due"
+    entry = settings.CELERY_BEAT_SCHEDULE["releases-analyse"]
+    assert entry["task"] == "releases.tasks.analyse_due"
     assert entry["schedule"] <= 1.0

@@ -3,7 +3,7 @@ operator only) and inline errors."""
 
 import pytest
 
-from rollouts.models import Release
+from releases.models import Release
 
 pytestmark = pytest.mark.django_db
 

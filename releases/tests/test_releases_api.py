@@ -4,8 +4,8 @@ import pytest
 
 from audit.models import AuditEntry
 from gateways.gateway_document import build_document
-from releases.models import Revision
-from rollouts.tests.conftest import STEPS
+from policy.models import Revision
+from releases.tests.conftest import STEPS
 
 pytestmark = pytest.mark.django_db
 

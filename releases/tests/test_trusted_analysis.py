@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 from gateways import generation
 from gateways.models import Gateway
 from metrics.tests.conftest import post, sample
-from rollouts.tests.conftest import INTERVAL, STEPS, kinds, tick
+from releases.tests.conftest import INTERVAL, STEPS, kinds, tick
 
 pytestmark = pytest.mark.django_db
 

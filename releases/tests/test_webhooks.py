@@ -8,9 +8,9 @@ import pytest
 
 from gateways import signing
 from gateways.tests.conftest import celery_worker  # noqa: F401
-from rollouts import webhooks
-from rollouts.models import ReleaseEvent, Webhook, WebhookDelivery
-from rollouts.tests.conftest import started_release
+from releases import webhooks
+from releases.models import ReleaseEvent, Webhook, WebhookDelivery
+from releases.tests.conftest import started_release
 from tests.fakes.http_fake import FakeHTTPServer, FakeRequest, FakeResponse, json_reply
 
 SECRET = "webhook-secret-for-tests"
@@ -127,13 +127,13 @@ def test_the_delivery_log_is_on_the_release_page(receiver, fleet, client, make_u
 def test_the_admin_refuses_a_webhook_at_a_metadata_address(admin_client):
     form = {"name": "meta", "url": "http://[fd00:ec2::254]/latest/", "kind": "generic",
             "secret": "", "enabled": "on"}  # fmt: skip
-    response = admin_client.post("/admin/rollouts/webhook/add/", form)
+    response = admin_client.post("/admin/releases/webhook/add/", form)
     assert response.status_code == 200
     [error] = response.context["adminform"].form.errors["url"]
     assert error.startswith("fd00:ec2::254 is a cloud metadata address: refused")
     assert not Webhook.objects.filter(name="meta").exists()
     fine = admin_client.post(
-        "/admin/rollouts/webhook/add/", {**form, "url": "http://10.0.0.7/hook"}
+        "/admin/releases/webhook/add/", {**form, "url": "http://10.0.0.7/hook"}
     )
     assert fine.status_code == 302 and Webhook.objects.filter(name="meta").exists()
 

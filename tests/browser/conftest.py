@@ -194,7 +194,7 @@ def screenshot(page):
 def seed_policy(transactional_db):
     """The reference design's gray rules (docs/gray-release-design.md): switch on, header
     `gray: gray-996`."""
-    from releases.services import update_policy
+    from policy.services import update_policy
 
     return update_policy(
         {"enabled": True, "header": {"name": "gray", "value": "gray-996"}},

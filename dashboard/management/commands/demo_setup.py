@@ -10,8 +10,8 @@ from accounts.roles import ADMIN, SERVICE
 from gateways.models import Gateway
 from gateways.services import create_gateway, delete_gateway
 from graylane.env import env_str
-from releases.publishing import StaleRevision, load_state
-from releases.services import update_policy
+from policy.publishing import StaleRevision, load_state
+from policy.services import update_policy
 
 FLEET_USER = "demo-fleet"
 GATEWAY = "demo-gateway"
@@ -26,7 +26,7 @@ DEMO_POLICY = {
     "cities": [],
     "users": [],
 }
-INITIAL_REVISION = 1  # releases.publishing: the default policy, never edited
+INITIAL_REVISION = 1  # policy.publishing: the default policy, never edited
 
 
 def _write_secret(path: Path, value: str) -> None:
