@@ -29,6 +29,7 @@ from django.utils.crypto import constant_time_compare, salted_hmac
 from accounts.models import ApiToken, hash_token
 from accounts.roles import ADMIN, has_role, may_use_registry
 
+# Its module path when tokens were first issued: a new salt would end the ones held now.
 SALT = "registry_sync.nacos_auth.access_token"
 ANONYMOUS = "anonymous"
 

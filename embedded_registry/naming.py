@@ -1,5 +1,4 @@
-"""The embedded registry: Nacos naming semantics over the EmbeddedInstance table, and the
-adapter the sync job uses to read it (in process, no HTTP to ourselves). Register,
+"""The embedded registry's naming semantics (Nacos') over the EmbeddedInstance table. Register,
 deregister and update through the naming API are audited (source `registry`); beats are
 not."""
 
@@ -10,8 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit import log as audit_log
-from registry_sync.adapters import RegistryInstance
-from registry_sync.models import EmbeddedInstance
+from embedded_registry.models import EmbeddedInstance
 from routing_engine import bounded_json
 
 # Nacos defaults (Constants.DEFAULT_HEART_BEAT_*), overridable per instance by the
@@ -240,54 +238,3 @@ def list_instances(
     if not include_disabled:
         rows = rows.filter(enabled=True)
     return list(rows.order_by("ip", "port"))
-
-
-class EmbeddedAdapter:
-    """RegistryAdapter over the embedded registry of this installation."""
-
-    lists_disabled = True
-
-    def __init__(self, namespace: str = "public", group: str = "DEFAULT_GROUP"):
-        self.namespace = namespace or "public"
-        self.group = group or "DEFAULT_GROUP"
-
-    def list_services(self) -> list[str]:
-        purge_expired(self.namespace, self.group)
-        return sorted(
-            set(
-                EmbeddedInstance.objects.filter(
-                    namespace=self.namespace, group=self.group
-                ).values_list("service", flat=True)
-            )
-        )
-
-    def list_instances(self, service: str) -> list[RegistryInstance]:
-        now = timezone.now()
-        return [
-            RegistryInstance(
-                service=row.service,
-                instance_id=row.instance_id,
-                host=row.ip,
-                port=row.port,
-                weight=row.weight,
-                healthy=is_healthy(row, now),
-                enabled=row.enabled,
-                metadata=dict(row.metadata),
-                cluster=row.cluster,
-                status="UP" if is_healthy(row, now) else "DOWN",
-            )
-            for row in list_instances(self.namespace, self.group, service, include_disabled=True)
-        ]
-
-    def set_enabled(self, instance: RegistryInstance, enabled: bool) -> None:
-        EmbeddedInstance.objects.filter(
-            namespace=self.namespace,
-            group=self.group,
-            service=instance.service,
-            cluster=instance.cluster,
-            ip=instance.host,
-            port=instance.port,
-        ).update(enabled=enabled)
-
-    def close(self) -> None:
-        return None

@@ -2,7 +2,7 @@
 clients use (register, deregister, update, heartbeat, list), with Nacos' parameter names,
 defaults, response bodies and error texts (the documented Nacos v1 naming Open API), and
 Nacos' login (`/nacos/v1/auth/login`): every naming call needs credentials, as in a Nacos
-with auth enabled (registry_sync/nacos_auth.py), so existing clients work unchanged."""
+with auth enabled (embedded_registry/nacos_auth.py), so existing clients work unchanged."""
 
 import time
 from functools import wraps
@@ -12,10 +12,10 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
-from registry_sync import embedded, nacos_auth
+from embedded_registry import nacos_auth, naming
+from embedded_registry.models import EmbeddedInstance
+from embedded_registry.naming import InstanceKey, NamingError
 from registry_sync.adapters import RegistryInstance, validation
-from registry_sync.embedded import InstanceKey, NamingError
-from registry_sync.models import EmbeddedInstance
 from routing_engine import bounded_json
 from routing_engine.records import MAX_WEIGHT
 
@@ -51,7 +51,7 @@ def _bool(params, *names: str, default: bool) -> bool:
 
 def _key(params, *, ip=None, port=None, cluster=None) -> InstanceKey:
     service_name = _required(params, "serviceName")
-    group, service = embedded.split_service_name(
+    group, service = naming.split_service_name(
         service_name, params.get("groupName") or "DEFAULT_GROUP"
     )
     raw_port = port if port is not None else _required(params, "port")
@@ -172,12 +172,12 @@ def instance(request, actor: str):
     params = _params(request)
     key = _key(params)
     if request.method == "DELETE":
-        embedded.deregister(key, actor=actor)
+        naming.deregister(key, actor=actor)
         return _text("ok")
-    weight, metadata = _weight(params), embedded.parse_metadata(params.get("metadata"))
+    weight, metadata = _weight(params), naming.parse_metadata(params.get("metadata"))
     _checked(key, weight=weight, metadata=metadata)
     if request.method == "POST":
-        embedded.register(
+        naming.register(
             key,
             actor=actor,
             weight=weight,
@@ -187,7 +187,7 @@ def instance(request, actor: str):
             metadata=metadata,
         )
     else:
-        embedded.update(
+        naming.update(
             key,
             actor=actor,
             weight=weight,
@@ -210,7 +210,7 @@ def beat(request, actor: str):
         except ValueError:
             beat_info = None
         if not isinstance(beat_info, dict):
-            raise NamingError(f"Param 'beat' is illegal: {embedded.echo(params['beat'])}")
+            raise NamingError(f"Param 'beat' is illegal: {naming.echo(params['beat'])}")
     if beat_info:
         key = _key(
             params,
@@ -229,10 +229,10 @@ def beat(request, actor: str):
         _checked(key, weight=weight, metadata=metadata)
     else:
         key = _key(params)
-    found = embedded.beat(key, beat_info)
+    found = naming.beat(key, beat_info)
     return JsonResponse(
         {
-            "clientBeatInterval": embedded.BEAT_INTERVAL_MS,
+            "clientBeatInterval": naming.BEAT_INTERVAL_MS,
             "code": BEAT_OK if found else BEAT_NOT_FOUND,
             "lightBeatEnabled": True,
         }
@@ -246,20 +246,20 @@ def _host(row, now) -> dict:
         "ip": row.ip,
         "port": row.port,
         "weight": row.weight,
-        "healthy": embedded.is_healthy(row, now),
+        "healthy": naming.is_healthy(row, now),
         "enabled": row.enabled,
         "ephemeral": row.ephemeral,
         "clusterName": row.cluster,
         "serviceName": f"{row.group}@@{row.service}",
         "metadata": metadata,
-        "instanceHeartBeatInterval": embedded.millis(
-            metadata, "preserved.heart.beat.interval", embedded.BEAT_INTERVAL_MS
+        "instanceHeartBeatInterval": naming.millis(
+            metadata, "preserved.heart.beat.interval", naming.BEAT_INTERVAL_MS
         ),
-        "instanceHeartBeatTimeOut": embedded.millis(
-            metadata, "preserved.heart.beat.timeout", embedded.BEAT_TIMEOUT_MS
+        "instanceHeartBeatTimeOut": naming.millis(
+            metadata, "preserved.heart.beat.timeout", naming.BEAT_TIMEOUT_MS
         ),
-        "ipDeleteTimeout": embedded.millis(
-            metadata, "preserved.ip.delete.timeout", embedded.DELETE_TIMEOUT_MS
+        "ipDeleteTimeout": naming.millis(
+            metadata, "preserved.ip.delete.timeout", naming.DELETE_TIMEOUT_MS
         ),
     }
     # Nacos reports the default id generator only when metadata is empty (NON_NULL omits it).
@@ -275,12 +275,12 @@ def _host(row, now) -> dict:
 def instance_list(request, actor: str):
     params = request.GET
     service_name = _required(params, "serviceName")
-    group, service = embedded.split_service_name(
+    group, service = naming.split_service_name(
         service_name, params.get("groupName") or "DEFAULT_GROUP"
     )
     clusters = [c for c in (params.get("clusters") or "").split(",") if c]
     now = timezone.now()
-    rows = embedded.list_instances(
+    rows = naming.list_instances(
         params.get("namespaceId") or "public", group, service, clusters=clusters
     )
     hosts = [_host(row, now) for row in rows]

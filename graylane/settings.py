@@ -127,6 +127,7 @@ INSTALLED_APPS = [
     "accounts",
     "policy",
     "registry_sync",
+    "embedded_registry",
     "dashboard",
     "gateways",
     "metrics",

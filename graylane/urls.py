@@ -16,7 +16,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("accounts.urls")),
     path("api/v1/", include("graylane.api_urls")),
-    path("nacos/", include("registry_sync.nacos_urls")),
+    path("nacos/", include("embedded_registry.urls")),
     # The API description is public, like the contract it documents.
     path("api/schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
     # The split view serves its start-up script from a URL: the Content-Security-Policy

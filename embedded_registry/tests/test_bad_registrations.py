@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 import pytest
 
 from accounts.models import ApiToken
-from registry_sync.models import EmbeddedInstance
+from embedded_registry.models import EmbeddedInstance
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,7 @@ from nacos.exception import NacosException
 from accounts.models import ApiToken
 from accounts.roles import VIEWER, has_role, role_of
 from audit.models import AuditEntry
-from registry_sync.models import EmbeddedInstance
+from embedded_registry.models import EmbeddedInstance
 
 logging.getLogger("nacos").setLevel(logging.CRITICAL)
 

@@ -8,8 +8,9 @@ from urllib.parse import urlencode
 import pytest
 
 from accounts.models import ApiToken
+from embedded_registry.models import EmbeddedInstance
 from registry_sync.adapters import RegistryInstance, SkippedInstance, validation
-from registry_sync.models import EmbeddedInstance, Registry
+from registry_sync.models import Registry
 
 GOOD = RegistryInstance(
     service="user-app",
