@@ -3,8 +3,8 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import AllowAny
 
-from dashboard import prometheus
 from graylane import health
+from metrics import exporter
 
 # Errors Django answers itself: JSON under /api/ and /nacos/, its pages elsewhere.
 handler400 = "graylane.api_errors.bad_request"
@@ -30,7 +30,7 @@ urlpatterns = [
     ),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
-    path("metrics", prometheus.metrics, name="prometheus-metrics"),
+    path("metrics", exporter.metrics, name="prometheus-metrics"),
     path("gateways/", include("gateways.urls")),
     path("", include("dashboard.urls")),
 ]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from metrics import prometheus
+from metrics import promql_source
 from metrics.tests.conftest import post, sample
 from tests.processes import free_port
 
@@ -26,16 +26,16 @@ def write(tmp_path, text: str) -> str:
 
 
 def test_placeholders_are_filled_and_the_service_escaped_for_a_promql_string():
-    rendered = prometheus.render('x{service="{service}"}[{step}]', 'a"b\\c', 300)
+    rendered = promql_source.render('x{service="{service}"}[{step}]', 'a"b\\c', 300)
     assert rendered == 'x{service="a\\"b\\\\c"}[300s]'
 
 
 def test_a_file_overrides_fleet_wide_and_per_service_and_the_rest_stays_default(tmp_path):
-    templates = prometheus.load_templates(
+    templates = promql_source.load_templates(
         write(tmp_path, "errors = 'e{step}'\n[services.legacy]\nrequests = 'r{service}'\n")
     )
     assert templates.for_service("user-app") == {
-        **prometheus.DEFAULT_TEMPLATES,
+        **promql_source.DEFAULT_TEMPLATES,
         "errors": "e{step}",
     }
     assert templates.for_service("legacy")["requests"] == "r{service}"
@@ -43,7 +43,7 @@ def test_a_file_overrides_fleet_wide_and_per_service_and_the_rest_stays_default(
 
 
 def test_the_spring_cloud_gateway_example_loads():
-    templates = prometheus.load_templates(str(SCG_EXAMPLE))
+    templates = promql_source.load_templates(str(SCG_EXAMPLE))
     assert "spring_cloud_gateway_requests_seconds_count" in templates.for_service("x")["requests"]
     assert 'outcome="SERVER_ERROR"' in templates.for_service("order-app")["errors"]
 
@@ -60,7 +60,7 @@ def test_the_spring_cloud_gateway_example_loads():
 )
 def test_a_bad_file_is_refused_naming_what_is_wrong(tmp_path, text, message):
     with pytest.raises(ImproperlyConfigured, match=message.replace("{", r"\{").replace(".", r"\.")):
-        prometheus.load_templates(write(tmp_path, text))
+        promql_source.load_templates(write(tmp_path, text))
 
 
 def test_source_prometheus_without_a_prometheus_is_400_on_source(api, settings):
