@@ -11,6 +11,7 @@ from accounts.decorators import role_required
 from accounts.roles import OPERATOR, VIEWER, has_role
 from audit.filters import AuditFilter, known_actions
 from audit.models import AuditEntry
+from demo.restart import NotRestartable, restart_demo_instance, restartable
 from gateways.models import Gateway
 from gateways.views import BADGES, status_rows
 from policy.documents import policy_of
@@ -23,7 +24,6 @@ from registry_sync.services import bring_online, lifecycle_timelines, take_offli
 from releases.services import MARKER_KINDS, chart_markers
 from routing_engine import PolicyError, diff_documents, normalize_policy, rebase_policy
 
-from .demo_restart import NotRestartable, restart_demo_instance, restartable
 from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
 
 

@@ -1,7 +1,7 @@
 """What `make run` runs after migrating: the dashboard and, unless `--no-demo`, the demo
 fleet, each a child process, until Ctrl-C (SIGINT) or SIGTERM stops them all.
 
-    python -m dataplane.demo.fleet --listen 127.0.0.1:8000 [--no-demo]
+    python -m demo.fleet --listen 127.0.0.1:8000 [--no-demo]
 
 Started in this order, each once the one before answers: the dashboard (uvicorn serving
 graylane.asgi), the four demo instances (user-app and order-app, V1 and V2, registered in the
@@ -33,7 +33,7 @@ import httpx
 
 from .supervisor import Child
 
-log = logging.getLogger("dataplane.demo.fleet")
+log = logging.getLogger("demo.fleet")
 
 GRAY_HEADER = {"gray": "gray-996"}
 DASHBOARD_READY_TIMEOUT_S = 60.0
@@ -177,7 +177,7 @@ class Fleet:
         fleet_token = Path(self.args.fleet_token_file).read_text().strip()
         env = {**os.environ, "REGISTRY_ACCESS_TOKEN": fleet_token}
         for instance in INSTANCES:
-            args = [sys.executable, "-m", "dataplane.demo.service"]
+            args = [sys.executable, "-m", "demo.service"]
             args += ["--service", instance.service, "--version", instance.version]
             args += ["--port", str(instance.port), "--registry", self.dashboard_url + "/nacos"]
             if instance.downstream:
@@ -206,7 +206,7 @@ class Fleet:
         routed = self._wait("gateway", self._routes_both_ways, FLEET_READY_TIMEOUT_S)
         self._start(
             "traffic",
-            [sys.executable, "-m", "dataplane.demo.traffic", "--gateway", self.gateway_url]
+            [sys.executable, "-m", "demo.traffic", "--gateway", self.gateway_url]
             + ["--rate", str(self.args.traffic_rate)],
         )
         if routed:
@@ -260,7 +260,7 @@ class Fleet:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m dataplane.demo.fleet", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m demo.fleet", description=__doc__)
     parser.add_argument("--listen", default="127.0.0.1:8000", help="the dashboard's HOST:PORT")
     parser.add_argument("--no-demo", action="store_true", help="the dashboard alone")
     parser.add_argument("--gateway-name", default="demo-gateway")

@@ -3,7 +3,7 @@ instance, as an operator's `kill PID` would do; the service SDK drains it lossle
 fleet starts it again, and the service page shows both on the lifecycle timeline.
 
 Only with DEMO_RESTART on (the fleet turns it on for its dashboard), only for an instance on
-this machine's loopback, and only to a process that /proc shows is `dataplane.demo.service`
+this machine's loopback, and only to a process that /proc shows is `demo.service`
 serving that very port: nothing the registry says (metadata, a PID) is trusted to pick what
 to signal.
 """
@@ -20,7 +20,7 @@ from django.conf import settings
 from audit import log as audit_log
 from registry_sync.models import Instance
 
-DEMO_MODULE = b"dataplane.demo.service"
+DEMO_MODULE = b"demo.service"
 
 
 class NotRestartable(Exception):

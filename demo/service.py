@@ -4,7 +4,7 @@ flag middleware, the client-side balancer for its downstream calls, and the loss
 lifecycle (registered with its `version` once warm; on SIGTERM disabled, drained, then
 deregistered), each step reported to the dashboard when it has a token for that.
 
-    python -m dataplane.demo.service --service user-app --version V2 --port 7202 \\
+    python -m demo.service --service user-app --version V2 --port 7202 \\
         --registry http://127.0.0.1:8000/nacos --username demo-fleet --downstream order-app
 
 Credentials come from the environment, not the command line every local user can read:
@@ -178,7 +178,7 @@ class DemoService:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m dataplane.demo.service", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m demo.service", description=__doc__)
     parser.add_argument("--service", required=True)
     parser.add_argument("--version", required=True, help="registered as metadata `version`")
     parser.add_argument("--host", default="127.0.0.1")

@@ -1,6 +1,6 @@
 """Light background traffic through the demo gateway, so the pages have something live:
 
-    python -m dataplane.demo.traffic --gateway http://127.0.0.1:8080 --rate 4
+    python -m demo.traffic --gateway http://127.0.0.1:8080 --rate 4
 
 `rate` requests a second to `/user-app/hello` (and some to `/order-app/hello`): most plain,
 some with the reference design's header (`gray: gray-996`), some from user 1001 (gray once
@@ -50,7 +50,7 @@ async def run(gateway: str, rate: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m dataplane.demo.traffic", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m demo.traffic", description=__doc__)
     parser.add_argument("--gateway", required=True, help="e.g. http://127.0.0.1:8080")
     parser.add_argument("--rate", type=float, default=4.0, help="requests per second")
     args = parser.parse_args(argv)

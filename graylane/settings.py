@@ -129,6 +129,7 @@ INSTALLED_APPS = [
     "registry_sync",
     "embedded_registry",
     "dashboard",
+    "demo",
     "gateways",
     "metrics",
     "releases",
@@ -311,7 +312,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, str | float] = {"global_keyprefix": REDIS_PREFIX + ":"}
 
 DRAIN_SECONDS = env_float("DRAIN_SECONDS", 5.0)
-# "Restart instance" on the service page, for the demo fleet (dashboard/demo_restart.py).
+# "Restart instance" on the service page, for the demo fleet (demo/restart.py).
 DEMO_RESTART = env_bool("DEMO_RESTART", False)
 
 # Gateway config delivery (gateways/).

@@ -47,13 +47,13 @@ def fresh_dashboard(var_dir: Path):
 
 
 class DemoInstance(Process):
-    """`python -m dataplane.demo.service` on a free port; ready once it answers."""
+    """`python -m demo.service` on a free port; ready once it answers."""
 
     def __init__(self, registry_url: str, service: str, version: str, *extra: str):
         self.service, self.version = service, version
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        args = [sys.executable, "-m", "dataplane.demo.service", "--service", service]
+        args = [sys.executable, "-m", "demo.service", "--service", service]
         args += ["--version", version, "--port", str(self.port)]
         args += ["--registry", registry_url + "/nacos", "--username", FLEET_USER, *extra]
         env = django_env("", REGISTRY_PASSWORD=FLEET_PASSWORD)

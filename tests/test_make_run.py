@@ -96,7 +96,7 @@ def instance_pid(port: str) -> int | None:
             args = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"dataplane.demo.service" in args and port.encode() in args:
+        if b"demo.service" in args and port.encode() in args:
             index = args.index(port.encode())
             if index > 0 and args[index - 1] == b"--port":
                 return int(entry.name)

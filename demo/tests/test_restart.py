@@ -1,4 +1,4 @@
-""" "Restart instance" on the service page (dashboard/demo_restart.py): SIGTERM to the real
+""" "Restart instance" on the service page (demo/restart.py): SIGTERM to the real
 demo instance process serving that port, only with DEMO_RESTART on, operators only, and
 never to a process that is not a demo instance."""
 

@@ -1,4 +1,4 @@
-"""The demo fleet's process handling (dataplane/demo/supervisor.py, fleet.py), with real
+"""The demo fleet's process handling (demo/supervisor.py, fleet.py), with real
 processes: a stopped child takes what it forked along, a supervisor killed outright still
 leaves nothing behind, and a port already in use stops the fleet before it starts anything."""
 
@@ -11,7 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from dataplane.demo.supervisor import Child
+from demo.supervisor import Child
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,7 +53,7 @@ def test_a_supervisor_killed_outright_leaves_no_child(tmp_path):
     supervisor = textwrap.dedent(
         f"""
         import time
-        from dataplane.demo.supervisor import Child
+        from demo.supervisor import Child
         child = Child("sleeper", ["sleep", "60"]).start()
         open({str(pid_file)!r}, "w").write(str(child.pid))
         time.sleep(60)
@@ -87,7 +87,7 @@ def test_a_demo_port_in_use_stops_the_fleet_before_it_starts_anything():
             [
                 sys.executable,
                 "-m",
-                "dataplane.demo.fleet",
+                "demo.fleet",
                 "--listen",
                 f"127.0.0.1:{dashboard_port}",
             ],
