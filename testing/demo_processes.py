@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.processes import BASE_DIR, AsgiServer, Process, django_env, free_port
+from testing.processes import BASE_DIR, AsgiServer, Process, django_env, free_port
 
 FLEET_USER, FLEET_PASSWORD = "demo-fleet", "graylane-fleet"
 

@@ -20,7 +20,7 @@ import httpx
 from accounts.models import ApiToken
 from registry_sync.models import Instance, Registry
 from registry_sync.sync import sync_registry
-from tests.processes import GatewayProcess, free_port
+from testing.processes import GatewayProcess, free_port
 
 OK = "ok"
 SHUTTING_DOWN = "shutting_down"  # 503 + X-Instance-Shutting-Down: true
@@ -73,7 +73,8 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
     def on_message_begin(self) -> None:
-        self.url, self.headers, self.body = b"", {}, b""
+        self.headers: dict[str, str] = {}
+        self.url, self.body = b"", b""
 
     def on_url(self, url: bytes) -> None:
         self.url += url

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.demo_processes import FLEET_PASSWORD, FLEET_USER, fresh_dashboard, fresh_env
-from tests.processes import BASE_DIR, GatewayProcess, Process, django_env, free_port
+from testing.demo_processes import FLEET_PASSWORD, FLEET_USER, fresh_dashboard, fresh_env
+from testing.processes import BASE_DIR, GatewayProcess, Process, django_env, free_port
 
 SERVICE = "svc"
 SYNC_INTERVAL_S = 0.5

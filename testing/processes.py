@@ -85,9 +85,9 @@ class Process:
         deadline = time.monotonic() + self.ready_timeout
         while not self.is_ready():
             if self.popen.poll() is not None or time.monotonic() > deadline:
-                log = self.log()
+                output = self.log()
                 self.stop()
-                raise RuntimeError(f"{self.args[:4]} did not start:\n{log}")
+                raise RuntimeError(f"{self.args[:4]} did not start:\n{output}")
             time.sleep(0.05)
         return self
 
@@ -138,6 +138,7 @@ class AsgiServer(Process):
 
     @property
     def pid(self) -> int:
+        assert self.popen is not None, "not started"
         return self.popen.pid
 
     def threads(self) -> int:

@@ -15,8 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from dataplane.agent.engines import envoy_binary
-from tests.agent_lab import ENGINE_MISSING
-from tests.processes import BASE_DIR, free_port
+from testing.agent_lab import ENGINE_MISSING
+from testing.processes import BASE_DIR, free_port
 
 PORT_VARIABLES = (
     "GATEWAY_PORT",

@@ -14,7 +14,7 @@ from accounts.secret_fields import SecretUnreadable
 from gateways.models import Gateway
 from registry_sync.models import Registry
 from releases.models import Webhook
-from tests.processes import BASE_DIR, database_url, django_env
+from testing.processes import BASE_DIR, database_url, django_env
 
 OLD_KEY = "Z3JheWxhbmUtVEVTVC1PTkxZLWZlcm5ldC1rZXktMDA="  # the test settings' key
 NEW_KEY = "Z3JheWxhbmUtVEVTVC1PTkxZLWZlcm5ldC1rZXktMDE="

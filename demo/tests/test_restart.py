@@ -7,8 +7,8 @@ from django.test import override_settings
 
 from audit.models import AuditEntry
 from registry_sync.models import Instance, Service
-from tests.demo_processes import DemoInstance
-from tests.fakes.nacos_fake import FakeNacos
+from testing.demo_processes import DemoInstance
+from testing.fakes.nacos_fake import FakeNacos
 
 pytestmark = pytest.mark.django_db
 

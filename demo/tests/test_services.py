@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from dataplane.registry_client import NamingClient
-from tests.demo_processes import (
+from testing.demo_processes import (
     FLEET_PASSWORD,
     FLEET_USER,
     DemoInstance,

@@ -11,7 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from metrics import promql_source
 from metrics.tests.conftest import post, sample
-from tests.processes import free_port
+from testing.processes import free_port
 
 pytestmark = pytest.mark.django_db
 SCG_EXAMPLE = (

@@ -15,8 +15,8 @@ from registry_sync.adapters import NacosAdapter, RegistryInstance, SkippedInstan
 from registry_sync.models import Instance, Registry, Service
 from registry_sync.sync import SyncFailed, sync_registry
 from registry_sync.tasks import sync_one
-from tests.fakes.eureka_fake import FakeEureka
-from tests.fakes.nacos_fake import FakeNacos
+from testing.fakes.eureka_fake import FakeEureka
+from testing.fakes.nacos_fake import FakeNacos
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from gateways.tests.conftest import celery_worker  # noqa: F401
 from releases import webhooks
 from releases.models import ReleaseEvent, Webhook, WebhookDelivery
 from releases.tests.conftest import started_release
-from tests.fakes.http_fake import FakeHTTPServer, FakeRequest, FakeResponse, json_reply
+from testing.fakes.http_fake import FakeHTTPServer, FakeRequest, FakeResponse, json_reply
 
 SECRET = "webhook-secret-for-tests"
 

@@ -209,10 +209,10 @@ class FakeEureka(FakeHTTPServer):
         if segments == ["apps"] and method == "GET":
             return self._reply(request, self._render_apps())
         if len(segments) == 2 and segments[0] == "instances" and method == "GET":
-            for app in self.apps.values():
-                if segments[1] in app:
+            for instances in self.apps.values():
+                if segments[1] in instances:
                     return self._reply(
-                        request, {"instance": self._render_instance(app[segments[1]])}
+                        request, {"instance": self._render_instance(instances[segments[1]])}
                     )
             return empty_reply(404)
         if not segments or segments[0] != "apps" or len(segments) > 4:

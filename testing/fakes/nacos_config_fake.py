@@ -1,4 +1,4 @@
-"""contract fake: not Nacos. FakeNacos (tests/fakes/nacos_fake.py) plus the documented Nacos
+"""contract fake: not Nacos. FakeNacos (testing/fakes/nacos_fake.py) plus the documented Nacos
 config center v1 Open API (`/v1/cs/configs`): publish, get (with Content-MD5), delete. Login
 and token checks are FakeNacos's.
 

@@ -39,7 +39,7 @@ class PushGateway:
 
 class PushReceiver(PushGateway, FakeHTTPServer):
     """A PushGateway behind a real HTTP server (threads); outages: `fail_with(503)`,
-    `delay(seconds)` (tests/fakes/http_fake.py)."""
+    `delay(seconds)` (testing/fakes/http_fake.py)."""
 
     def handle(self, request: FakeRequest) -> FakeResponse:
         status, body = self.receive(request.header(signing.HEADER), request.body)
