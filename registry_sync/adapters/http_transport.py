@@ -10,12 +10,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import httpx
 
 import outbound
+from outbound.answers import excerpt
 
 from .base import RegistryError
 
 # Query/form parameters whose values never appear in an operator-facing message.
 SECRET_PARAMS = frozenset({"accesstoken", "password", "token"})
-EXCERPT_CHARS = 200
 
 
 def redact_url(url: str | httpx.URL) -> str:
@@ -28,14 +28,6 @@ def redact_url(url: str | httpx.URL) -> str:
         for key, value in parse_qsl(parts.query, keep_blank_values=True)
     ]
     return urlunsplit(parts._replace(query=urlencode(pairs)))
-
-
-def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
-    """A one-line, length-limited excerpt of a response body for error messages."""
-    flat = " ".join(text.split())
-    if not flat:
-        return "(empty body)"
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 class HttpTransport:
