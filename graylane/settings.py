@@ -368,7 +368,7 @@ METRICS_MAX_BODY_BYTES = env_int("METRICS_MAX_BODY_BYTES", 262_144, minimum=1)
 METRICS_MAX_SERIES = env_int("METRICS_MAX_SERIES", 10_000, minimum=1)
 # /metrics (Prometheus): open when empty, else `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_str("METRICS_TOKEN")
-# The series API's other source: Prometheus, through PromQL templates (metrics/prometheus.py).
+# The series API's other source: Prometheus, through PromQL templates (metrics/promql_source.py).
 PROMETHEUS_URL = env_str("PROMETHEUS_URL")
 PROMETHEUS_TIMEOUT = env_float("PROMETHEUS_TIMEOUT", 5.0, minimum=0.1)
 PROMETHEUS_QUERIES = env_str("PROMETHEUS_QUERIES")
