@@ -148,6 +148,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "axes.middleware.AxesMiddleware",
+    # Last, so that it sees what the view raised first, and watches only what the view runs.
+    "graylane.outages.OutageMiddleware",
 ]
 
 ROOT_URLCONF = "graylane.urls"
@@ -309,7 +311,16 @@ CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_DB_REUSE_MAX = 1000
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, str | float] = {"global_keyprefix": REDIS_PREFIX + ":"}
+# kombu's Redis transport gives a task back to the queue when the worker that took it
+# (acks_late) died without acknowledging it. Workers look for such tasks in turn, under a Redis
+# lock; a worker killed while it holds the lock leaves it to expire, and until then no worker
+# gives anything back: 300 s by default. A look takes milliseconds, and two at once do no
+# harm (each task is given back by one Redis transaction, which only one of them can make),
+# so the lock needs to outlive a look only: CELERY_UNACKED_MUTEX_EXPIRE seconds.
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, str | float] = {
+    "global_keyprefix": REDIS_PREFIX + ":",
+    "unacked_mutex_expire": env_int("CELERY_UNACKED_MUTEX_EXPIRE", 10, minimum=1),
+}
 
 DRAIN_SECONDS = env_float("DRAIN_SECONDS", 5.0)
 # "Restart instance" on the service page, for the demo fleet (demo/restart.py).

@@ -9,4 +9,4 @@ from policy.serializers import RevisionSerializer
 
 def on_revision_published(sender, revision: Revision, **kwargs) -> None:
     fields = {**RevisionSerializer(revision).data, "diff": revision.diff}
-    events.publish(events.RevisionPublished(fields))
+    events.publish_best_effort(events.RevisionPublished(fields))

@@ -121,5 +121,8 @@ def publish(
             before={"revision": revision.number - 1, **_audit_part(audit_before, keys)},
             after={"revision": revision.number, **_audit_part(audit_after, keys)},
         )
-        transaction.on_commit(lambda: revision_published.send(sender=Revision, revision=revision))
+        # send_robust: a listener that fails is logged and must not fail this saved change.
+        transaction.on_commit(
+            lambda: revision_published.send_robust(sender=Revision, revision=revision)
+        )
     return PublishResult(state=state, revision=revision)

@@ -253,14 +253,14 @@ def _event(
         release=release, kind=kind, step=release.step, detail=detail, actor=actor
     )
     if notify:
-        transaction.on_commit(lambda: release_event.send(sender=ReleaseEvent, event=event))
+        transaction.on_commit(lambda: release_event.send_robust(sender=ReleaseEvent, event=event))
     live = events.ReleaseChanged(
         {
             "release": dict(ReleaseSerializer(release).data),
             "event": dict(ReleaseEventSerializer(event).data),
         }
     )
-    transaction.on_commit(lambda: events.publish(live))
+    transaction.on_commit(lambda: events.publish_best_effort(live))
     return event
 
 

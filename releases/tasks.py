@@ -1,5 +1,8 @@
+import functools
+
 from celery import shared_task
 
+from events.after_commit import best_effort
 from releases import services, webhooks
 
 
@@ -19,8 +22,16 @@ def notify(self, webhook_id: int, event_id: int) -> None:
 
 
 def on_release_event(sender, event, **kwargs) -> None:
-    """Queue a notification of this event to every enabled webhook."""
+    """Queue a notification of this event to every enabled webhook, best effort; each one
+    on its own, so that a retry never notifies a webhook twice."""
     if event.kind not in webhooks.NOTIFIED_KINDS:
         return
-    for webhook_id in webhooks.enabled_ids():
-        notify.delay(webhook_id, event.pk)
+
+    def queue_each() -> None:
+        for webhook_id in webhooks.enabled_ids():
+            best_effort(
+                functools.partial(notify.delay, webhook_id, event.pk),
+                f"queuing webhook {webhook_id}'s notification of release event {event.pk}",
+            )
+
+    best_effort(queue_each, f"finding the webhooks of release event {event.pk}")

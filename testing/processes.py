@@ -1,15 +1,19 @@
 """Real processes for tests and benchmarks: uvicorn serving graylane.asgi (as `make run`), and
-`celery -A graylane worker`, on a database and broker of the caller's choosing.
+`celery -A graylane worker`, on a database and broker of the caller's choosing; a Redis and
+a PostgreSQL of a test's own, which it may stop (never the machine's).
 
 Each runs in its own session (process group), so stopping it also stops what it forked.
 """
 
+import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -61,13 +65,16 @@ def django_env(database: str, **extra: str) -> dict[str, str]:
 
 
 class Process:
-    """A child process in its own session, with its output in a log file."""
+    """A child process in its own session, with its output in a log file; run as `user`
+    when given (a server that refuses to run as root)."""
 
     ready_timeout = 30.0
+    stop_signal = signal.SIGTERM
 
-    def __init__(self, args: list[str], env: dict[str, str]):
+    def __init__(self, args: list[str], env: dict[str, str], user: str | None = None):
         self.args = args
         self.env = env
+        self.user = user
         self.log_path = Path(tempfile.mkstemp(prefix="graylane-", suffix=".log")[1])
         self.popen: subprocess.Popen | None = None
         self.final_log = ""  # the whole log, kept when the process is stopped
@@ -81,6 +88,7 @@ class Process:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                user=self.user,
             )
         deadline = time.monotonic() + self.ready_timeout
         while not self.is_ready():
@@ -107,7 +115,7 @@ class Process:
 
     def stop(self) -> None:
         if self.popen is not None and self.popen.poll() is None:
-            os.killpg(self.popen.pid, signal.SIGTERM)
+            os.killpg(self.popen.pid, self.stop_signal)
             try:
                 self.popen.wait(10)
             except subprocess.TimeoutExpired:
@@ -248,3 +256,158 @@ class PrometheusProcess(Process):
         targets = httpx.get(self.url + "/api/v1/targets", timeout=2).json()["data"]
         active = targets["activeTargets"]
         return bool(active) and all(t["health"] == "up" for t in active)
+
+
+class RedisServer(Process):
+    """A Redis of the test's own on a free loopback port (or `port`, to restart one where it
+    was), keeping nothing on disk: a test may stop it, unlike the machine's."""
+
+    ready_timeout = 10.0
+
+    def __init__(self, port: int = 0):
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
+        args += ["--save", "", "--appendonly", "no"]
+        super().__init__(args, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+
+    def is_ready(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+
+POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+class PostgresServer(Process):
+    """A PostgreSQL of the test's own: a cluster made by initdb in `directory` (trust
+    auth), served on a free loopback port (or `port`, to restart it where it was). Stopped
+    as an operator stops it, with a fast shutdown (SIGINT): sessions are ended, and what
+    they had not committed is rolled back. initdb and postgres refuse to run as root, so as
+    root they run as the `postgres` user."""
+
+    stop_signal = signal.SIGINT
+
+    def __init__(self, directory: Path, port: int = 0):
+        self.directory = directory
+        self.port = port or free_port()
+        user = "postgres" if os.geteuid() == 0 else None
+        data = directory / "data"
+        if not data.exists():
+            if user:
+                shutil.chown(directory, user, user)
+            initdb = [str(POSTGRES_BIN / "initdb"), "-D", str(data), "-A", "trust"]
+            initdb += ["-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync"]
+            subprocess.run(initdb, check=True, capture_output=True, user=user)
+        args = [str(POSTGRES_BIN / "postgres"), "-D", str(data), "-p", str(self.port)]
+        args += ["-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="]
+        args += ["-c", "fsync=off", "-c", "max_connections=200"]
+        super().__init__(args, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, user=user)
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{database}"
+
+    def is_ready(self) -> bool:
+        import psycopg
+
+        try:
+            psycopg.connect(self.url(), connect_timeout=1).close()
+        except psycopg.OperationalError:
+            return False
+        return True
+
+    def create_database(self, name: str) -> str:
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True) as connection:
+            connection.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+
+NEGOTIATE_SSL, NEGOTIATE_GSS = (80877103).to_bytes(4, "big"), (80877104).to_bytes(4, "big")
+
+
+class CommitAnswerDropper:
+    """A TCP proxy on a free loopback port in front of PostgreSQL that, once `arm()`ed,
+    lets the next COMMIT through and cuts the client off before the answer: the transaction
+    commits and the client cannot know it (as when the server goes away at that instant).
+    It reads the PostgreSQL wire protocol (startup, then typed messages) from the client
+    side to find a simple-query COMMIT."""
+
+    def __init__(self, port: int):
+        self.upstream = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.armed = threading.Event()
+        self.dropped = threading.Event()
+        self._sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self, database: str) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{database}"
+
+    def arm(self) -> None:
+        self.dropped.clear()
+        self.armed.set()
+
+    def close(self) -> None:
+        self.listener.close()
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.upstream))
+            self._sockets += [client, server]
+            cut = threading.Event()
+            threading.Thread(
+                target=self._to_server, args=(client, server, cut), daemon=True
+            ).start()
+            threading.Thread(
+                target=self._to_client, args=(server, client, cut), daemon=True
+            ).start()
+
+    def _to_server(self, client: socket.socket, server: socket.socket, cut: threading.Event):
+        reader = client.makefile("rb")
+        try:
+            while True:  # untyped: SSL and GSSAPI requests (answered "no"), then the startup
+                length = int.from_bytes(reader.read(4), "big")
+                body = reader.read(length - 4)
+                server.sendall(length.to_bytes(4, "big") + body)
+                if body[:4] not in (NEGOTIATE_SSL, NEGOTIATE_GSS):
+                    break
+            while True:
+                kind = reader.read(1)
+                length = int.from_bytes(reader.read(4), "big")
+                body = reader.read(length - 4)
+                if not kind:
+                    return
+                if kind == b"Q" and body.upper().startswith(b"COMMIT") and self.armed.is_set():
+                    self.armed.clear()
+                    cut.set()
+                server.sendall(kind + length.to_bytes(4, "big") + body)
+        except (OSError, ValueError):
+            return
+
+    def _to_client(self, server: socket.socket, client: socket.socket, cut: threading.Event):
+        try:
+            while data := server.recv(65536):
+                if cut.is_set():  # the answer to the COMMIT: never delivered
+                    for sock in (client, server):  # (shutdown: the reader holds `client` open)
+                        sock.shutdown(socket.SHUT_RDWR)
+                        sock.close()
+                    self.dropped.set()
+                    return
+                client.sendall(data)
+        except OSError:
+            return
