@@ -3,7 +3,7 @@
 
 The test process only speaks HTTP to the server. What it needs in the database first
 (`prepare`) and what it reads from it afterwards (`count`) run as `python -m
-tests.outage_lab prepare|count` on the same DATABASE_URL as the server, so the test needs
+testing.outage_lab prepare|count` on the same DATABASE_URL as the server, so the test needs
 no database of the suite's and the machine's PostgreSQL is never involved.
 
 Every write leaves a mark of its own (a comment, a name, a port, a version), so `count`
@@ -32,9 +32,9 @@ DRAIN_PORT = 7000
 
 
 def run(env: dict[str, str], command: str, payload=None):
-    """`python -m tests.outage_lab <command>` on env's database; its JSON answer."""
+    """`python -m testing.outage_lab <command>` on env's database; its JSON answer."""
     done = subprocess.run(
-        [sys.executable, "-m", "tests.outage_lab", command],
+        [sys.executable, "-m", "testing.outage_lab", command],
         cwd=BASE_DIR,
         env=env,
         input=json.dumps(payload),
@@ -272,7 +272,7 @@ def prepare() -> dict:
         result = update_policy(
             policy, partial=True, actor="outage-admin", source="api", expected_revision=None
         )
-        targets.append(result.revision.number)
+        targets.append(result.state.revision)
     return {
         "tokens": {"admin": admin_key, "gateway": gateway_key},
         "rollback_targets": targets,

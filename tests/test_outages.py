@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from gateways.tests.conftest import wait_until
+from testing import outage_lab
 from testing.processes import (
     BASE_DIR,
     POSTGRES_BIN,
@@ -24,7 +25,6 @@ from testing.processes import (
     RedisServer,
     django_env,
 )
-from tests import outage_lab
 
 pytestmark = pytest.mark.skipif(
     not (POSTGRES_BIN / "initdb").exists() or not shutil.which("redis-server"),
