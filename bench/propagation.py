@@ -62,8 +62,8 @@ from bench.servers import (  # noqa: E402
     close_django_connections,
     read_message,
 )
-from tests.fakes.receiver import PushGateway  # noqa: E402
-from tests.processes import AsgiServer, CeleryWorker, django_env  # noqa: E402
+from testing.fakes.receiver import PushGateway  # noqa: E402
+from testing.processes import AsgiServer, CeleryWorker, django_env  # noqa: E402
 
 TARGET_P99_MS = 50.0
 ACK_TIMEOUT = 30.0

@@ -125,12 +125,14 @@ INSTALLED_APPS = [
     "axes",
     "audit",
     "accounts",
-    "releases",
+    "policy",
     "registry_sync",
+    "embedded_registry",
     "dashboard",
+    "demo",
     "gateways",
     "metrics",
-    "rollouts",
+    "releases",
 ]
 
 MIDDLEWARE = [
@@ -321,7 +323,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, str | float] = {
 }
 
 DRAIN_SECONDS = env_float("DRAIN_SECONDS", 5.0)
-# "Restart instance" on the service page, for the demo fleet (dashboard/demo_restart.py).
+# "Restart instance" on the service page, for the demo fleet (demo/restart.py).
 DEMO_RESTART = env_bool("DEMO_RESTART", False)
 
 # Gateway config delivery (gateways/).
@@ -377,7 +379,7 @@ METRICS_MAX_BODY_BYTES = env_int("METRICS_MAX_BODY_BYTES", 262_144, minimum=1)
 METRICS_MAX_SERIES = env_int("METRICS_MAX_SERIES", 10_000, minimum=1)
 # /metrics (Prometheus): open when empty, else `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_str("METRICS_TOKEN")
-# The series API's other source: Prometheus, through PromQL templates (metrics/prometheus.py).
+# The series API's other source: Prometheus, through PromQL templates (metrics/promql_source.py).
 PROMETHEUS_URL = env_str("PROMETHEUS_URL")
 PROMETHEUS_TIMEOUT = env_float("PROMETHEUS_TIMEOUT", 5.0, minimum=0.1)
 PROMETHEUS_QUERIES = env_str("PROMETHEUS_QUERIES")
@@ -409,8 +411,8 @@ CELERY_BEAT_SCHEDULE = {
     "metrics-prune": {"task": "metrics.tasks.prune", "schedule": 3600.0},
     # Each release's interval is checked every second; a late run is worthless, the next
     # one looks anew.
-    "rollouts-analyse": {
-        "task": "rollouts.tasks.analyse_due",
+    "releases-analyse": {
+        "task": "releases.tasks.analyse_due",
         "schedule": 1.0,
         "options": {"expires": 1.0},
     },

@@ -22,8 +22,8 @@ from dataplane.gateway.limits import (
     HEADERS_LIMIT,
     REQUEST_LINE_LIMIT,
 )
-from tests.agent_lab import engines, start_agent
-from tests.gateway_lab import COUNTING, SHUTTING_DOWN, SLOW_READER
+from testing.agent_lab import engines, start_agent
+from testing.gateway_lab import COUNTING, SHUTTING_DOWN, SLOW_READER
 from tests.test_gateway_routing import SEED_RULES
 
 pytestmark = pytest.mark.django_db(transaction=True)

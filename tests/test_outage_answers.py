@@ -15,7 +15,7 @@ from audit import log as audit_log
 from audit.models import AuditEntry
 from events.after_commit import after_commit, best_effort
 from gateways.tests.conftest import wait_until
-from tests.processes import RedisServer, free_port
+from testing.processes import RedisServer, free_port
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
 

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from gateways.tests.conftest import wait_until
-from tests import outage_lab
-from tests.processes import (
+from testing import outage_lab
+from testing.processes import (
     BASE_DIR,
     POSTGRES_BIN,
     AsgiServer,
