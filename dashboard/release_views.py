@@ -60,18 +60,8 @@ def _releases_page(request, form: ReleaseForm, bundle_form: BundleForm, status: 
     )
 
 
-def _with_members(bundle: ReleaseBundle) -> ReleaseBundle:
-    """`members` in dependency order and `state` as the bundle API has them."""
-    bundle.members = sorted(bundle.releases.all(), key=lambda member: member.position)
-    bundle.state = states.common_state([member.state for member in bundle.members])
-    return bundle
-
-
 def _listed_bundles() -> list[ReleaseBundle]:
-    return [
-        _with_members(bundle)
-        for bundle in ReleaseBundle.objects.prefetch_related("releases")[:LISTED_BUNDLES]
-    ]
+    return list(ReleaseBundle.objects.prefetch_related("releases")[:LISTED_BUNDLES])
 
 
 def _create(request, form: ReleaseForm) -> Release | None:
@@ -177,8 +167,9 @@ def _create_bundle(request, form: BundleForm) -> ReleaseBundle | None:
 
 @role_required(VIEWER)
 def bundle_detail(request, pk):
-    bundle = _with_members(get_object_or_404(ReleaseBundle, pk=pk))
-    first = bundle.members[0] if bundle.members else None
+    bundle = get_object_or_404(ReleaseBundle.objects.prefetch_related("releases"), pk=pk)
+    members = bundle.members()
+    first = members[0] if members else None
     timeline = _timeline(
         ReleaseEvent.objects.filter(release__bundle=bundle).select_related("release")
     )
@@ -189,12 +180,12 @@ def bundle_detail(request, pk):
             "bundle": bundle,
             "plan": [first.step_label(n) for n in range(len(first.steps))] if first else [],
             "analysis": first.analysis if first else {},
-            "allowed": states.bundle_allowed_actions([m.state for m in bundle.members]),
+            "allowed": states.bundle_allowed_actions([m.state for m in members]),
             "timeline": timeline,
             "bundle_json": {
                 "id": bundle.pk,
                 "releases": [
-                    {"id": m.pk, "state": m.state, "step": m.step} for m in bundle.members
+                    {"id": m.pk, "state": m.state, "step": m.step} for m in members
                 ],
             },
         },

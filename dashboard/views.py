@@ -27,18 +27,13 @@ from routing_engine import PolicyError, diff_documents, normalize_policy, rebase
 from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
 
 
-def _registry_rows(user) -> list[Registry]:
-    rows = list(
-        Registry.objects.annotate(
-            service_count=Count("services", distinct=True),
-            no_version_count=Count(
-                "services__instances", filter=Q(services__instances__version=None)
-            ),
-        )
+def _registry_rows(user) -> list[tuple[Registry, str]]:
+    """Registries with their counts, each with what `user` may see of its last error."""
+    registries = Registry.objects.annotate(
+        service_count=Count("services", distinct=True),
+        no_version_count=Count("services__instances", filter=Q(services__instances__version=None)),
     )
-    for row in rows:
-        row.shown_error = row.last_error_for(user)
-    return rows
+    return [(registry, registry.last_error_for(user)) for registry in registries]
 
 
 @role_required(VIEWER)

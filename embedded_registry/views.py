@@ -13,7 +13,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
 from embedded_registry import nacos_auth, naming
-from embedded_registry.models import EmbeddedInstance
+from embedded_registry.models import MAX_IP_LENGTH, EmbeddedInstance
 from embedded_registry.naming import InstanceKey, NamingError
 from registry_sync.adapters import RegistryInstance, validation
 from routing_engine import bounded_json
@@ -109,7 +109,7 @@ def _checked(key: InstanceKey, *, weight, metadata) -> None:
     except validation.InvalidInstance as exc:
         param = _PARAM_OF.get(exc.field, exc.field)
         raise NamingError(f"Param '{param}' is illegal: {exc.reason}") from None
-    if len(key.ip) > EmbeddedInstance._meta.get_field("ip").max_length:
+    if len(key.ip) > MAX_IP_LENGTH:
         raise NamingError(f"Param 'ip' is illegal: {validation.show(key.ip)} is too long")
 
 
@@ -204,13 +204,14 @@ def instance(request, actor: str):
 def beat(request, actor: str):
     params = _params(request)
     beat_info = None
-    if params.get("beat"):
+    raw_beat = params.get("beat")
+    if raw_beat:
         try:
-            beat_info = bounded_json.loads(params["beat"])
+            beat_info = bounded_json.loads(raw_beat)
         except ValueError:
             beat_info = None
         if not isinstance(beat_info, dict):
-            raise NamingError(f"Param 'beat' is illegal: {naming.echo(params['beat'])}")
+            raise NamingError(f"Param 'beat' is illegal: {naming.echo(raw_beat)}")
     if beat_info:
         key = _key(
             params,

@@ -34,9 +34,8 @@ class GatewayViewSet(viewsets.ModelViewSet):
         gateway, token, secret = services.create_gateway(
             serializer.validated_data, actor=request.user.username
         )
-        gateway.token = token
         # The context read before the change: the answer needs no database after the commit.
-        answer = CreatedGatewaySerializer(gateway, context=serializer.context)
+        answer = CreatedGatewaySerializer(gateway, context={**serializer.context, "token": token})
         return Response(answer.data, status=status.HTTP_201_CREATED)
 
     def perform_update(self, serializer):

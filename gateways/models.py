@@ -8,7 +8,7 @@ from accounts.models import hash_token
 from accounts.secret_fields import MAX_PASSWORD_LENGTH, EncryptedTextField
 
 
-class GatewayQuerySet(models.QuerySet):
+class GatewayQuerySet(models.QuerySet["Gateway"]):
     def create_with_credentials(self, **fields) -> tuple["Gateway", str, str]:
         """Create a gateway with a new token and push secret, and return both with it: only
         the token's hash is stored, so they are shown once."""

@@ -170,8 +170,12 @@ class GatewaySerializer(GatewayStatusSerializer):
 class CreatedGatewaySerializer(GatewaySerializer):
     """The answer to a create: the only time the token and the push secret are shown."""
 
-    token = serializers.CharField(read_only=True)
+    # Not stored (its hash is): the view hands it over in the context.
+    token = serializers.SerializerMethodField()
     push_secret = serializers.CharField(read_only=True)
 
     class Meta(GatewaySerializer.Meta):
         fields = [*GatewaySerializer.Meta.fields, "token", "push_secret"]
+
+    def get_token(self, gateway: Gateway) -> str:
+        return self.context["token"]

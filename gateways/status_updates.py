@@ -97,8 +97,8 @@ def _send(ids: set[int] | None) -> None:
         return  # a page opened later renders the gateways' state from the database
     close_old_connections()
     try:
-        gateways = Gateway.objects.all() if ids is None else Gateway.objects.filter(pk__in=ids)
-        gateways = list(gateways)
+        chosen = Gateway.objects.all() if ids is None else Gateway.objects.filter(pk__in=ids)
+        gateways = list(chosen)
         if not gateways:
             return
         latest = newest_row()

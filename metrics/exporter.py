@@ -54,12 +54,12 @@ class GraylaneCollector(Collector):
             labels=["registry"],
         )
         now = timezone.now()
-        for name, is_stale, success in Registry.objects.values_list(
+        for name, is_stale, last_success in Registry.objects.values_list(
             "name", "stale", "last_success_at"
         ):
             stale.add_metric([name], int(is_stale))
-            if success is not None:
-                age.add_metric([name], (now - success).total_seconds())
+            if last_success is not None:
+                age.add_metric([name], (now - last_success).total_seconds())
         yield stale
         yield age
         windows = live.store()

@@ -29,7 +29,8 @@ class SampleSerializer(StrictSerializer):
     ts = serializers.IntegerField(help_text="Epoch seconds: the start of the sample's window.")
     window_s = serializers.IntegerField(min_value=1, max_value=60, default=1)
     total = serializers.IntegerField(min_value=0, max_value=10**9)
-    errors = serializers.IntegerField(
+    # DRF's metaclass takes declared fields off the class: Serializer.errors stays as it is.
+    errors = serializers.IntegerField(  # type: ignore[assignment]
         min_value=0, help_text="5xx answers and failed proxy attempts, at most `total`."
     )
     latency_ms_p95 = serializers.FloatField(
@@ -122,7 +123,8 @@ class SeriesQuerySerializer(serializers.Serializer):
         help_text="Seconds per point, a multiple of 60 (the rollups are per minute).",
     )
 
-    source = serializers.ChoiceField(
+    # DRF's metaclass takes declared fields off the class: Field.source stays as it is.
+    source = serializers.ChoiceField(  # type: ignore[assignment]
         choices=["rollups", "prometheus"],
         required=False,
         help_text="Where the series come from: the per-minute rollups of what gateways "

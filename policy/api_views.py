@@ -188,6 +188,7 @@ class ServiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
 
     def list(self, request, *args, **kwargs):
         page = self.paginate_queryset(self.get_queryset())
+        assert page is not None, "the API paginates every list (DEFAULT_PAGINATION_CLASS)"
         return self.get_paginated_response(service_rows(page, load_state().document))
 
     def retrieve(self, request, *args, **kwargs):

@@ -119,7 +119,7 @@ def service_rows(services: list[Service], document: dict) -> list[dict]:
         rows.append(
             {
                 "name": service.name,
-                "registry": service.registry.name if service.registry_id else None,
+                "registry": service.registry.name if service.registry else None,
                 "prod_version": prod,
                 "gray_version": gray,
                 "override": document["services"].get(service.name, {}),

@@ -1,6 +1,8 @@
 """What the gateway would do for a request, computed with the gateway's own engine."""
 
+from collections.abc import Mapping
 from functools import lru_cache
+from typing import Any
 
 from django.conf import settings
 
@@ -66,7 +68,7 @@ def simulate(state: PolicyState, *, service, headers, ip, city, user) -> dict:
     )
     if not document["gray"]["routing"]:
         # `routing` off (the reference design's gray.load): the balancer ignores versions.
-        chosen = [i for i in instances if i["state"] == "UP"]
+        chosen: list[Mapping[str, Any]] = [i for i in instances if i["state"] == "UP"]
         result["version"] = None
     else:
         result["version"], chosen = select_instances(instances, decision.flag, prod, gray)

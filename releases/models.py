@@ -22,6 +22,14 @@ class ReleaseBundle(models.Model):
     def __str__(self):
         return f"bundle {self.pk} {self.name}"
 
+    def members(self) -> list["Release"]:
+        """Its releases in dependency order (prefetched ones are not read again)."""
+        return sorted(self.releases.all(), key=lambda member: member.position)
+
+    def state(self) -> str:
+        """The one state the API and the pages show for it."""
+        return states.common_state([member.state for member in self.members()])
+
 
 class Release(models.Model):
     """One service's progressive release of `to_version` over `from_version` (prod): steps

@@ -1,5 +1,6 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.utils.serializer_helpers import ReturnDict
 
 from releases import states
 from releases.models import Release, ReleaseBundle, ReleaseEvent
@@ -167,12 +168,9 @@ class BundleSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "state", "created_by", "created_at", "releases"]
         read_only_fields = fields
 
-    def _members(self, bundle) -> list[Release]:
-        return list(bundle.releases.order_by("position"))
-
-    def get_state(self, bundle) -> str:
-        return states.common_state([member.state for member in self._members(bundle)])
+    def get_state(self, bundle: ReleaseBundle) -> str:
+        return bundle.state()
 
     @extend_schema_field(ReleaseSerializer(many=True))
-    def get_releases(self, bundle) -> list:
-        return ReleaseSerializer(self._members(bundle), many=True).data
+    def get_releases(self, bundle: ReleaseBundle) -> list[ReturnDict]:
+        return [ReleaseSerializer(member).data for member in bundle.members()]
