@@ -1,9 +1,14 @@
 import hashlib
 import secrets
+from typing import TypeAlias
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import models
+
+# Who a request is from: the signed-in user, or the anonymous one.
+AnyUser: TypeAlias = User | AnonymousUser
 
 
 def hash_token(key: str) -> str:

@@ -113,6 +113,10 @@ class ReleaseEvent(models.Model):
     def __str__(self):
         return f"{self.kind} of release {self.release_id}"
 
+    def why(self) -> str:
+        """Why it happened, as the timelines show it."""
+        return self.detail.get("reason") or self.detail.get("routing") or ""
+
 
 class Webhook(models.Model):
     """Where release notifications go (admin-managed): a generic JSON body, or a
