@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 import time
+from typing import cast
 
 from django.db import close_old_connections
 from django.utils import timezone
@@ -104,6 +105,11 @@ def _send(ids: set[int] | None) -> None:
         latest = newest_row()
         context = {"generation": latest[0] if latest else 0, "now": timezone.now()}
         serialized = GatewayStatusSerializer(gateways, many=True, context=context).data
-        events.publish(*(events.GatewayStatusChanged(dict(row)) for row in serialized))
+        events.publish(
+            *(
+                events.GatewayStatusChanged(cast(events.GatewayStatusFields, dict(row)))
+                for row in serialized
+            )
+        )
     finally:
         close_old_connections()

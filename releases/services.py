@@ -5,6 +5,7 @@ action and decision is an event on the release's timeline, published live."""
 
 import time
 from datetime import timedelta
+from typing import cast
 
 from django.db import IntegrityError, transaction
 from django.dispatch import Signal
@@ -255,10 +256,8 @@ def _event(
     if notify:
         transaction.on_commit(lambda: release_event.send_robust(sender=ReleaseEvent, event=event))
     live = events.ReleaseChanged(
-        {
-            "release": dict(ReleaseSerializer(release).data),
-            "event": dict(ReleaseEventSerializer(event).data),
-        }
+        release=cast(events.ReleaseFields, dict(ReleaseSerializer(release).data)),
+        event=cast(events.ReleaseEventFields, dict(ReleaseEventSerializer(event).data)),
     )
     transaction.on_commit(lambda: events.publish_best_effort(live))
     return event
