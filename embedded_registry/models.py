@@ -31,7 +31,7 @@ class EmbeddedInstance(models.Model):
         ]
         indexes = [models.Index(fields=["namespace", "group", "service"])]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.instance_id
 
     @property

@@ -1,10 +1,12 @@
 from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from gateways.authentication import GatewayOnlyTokenAuthentication
+from gateways.models import Gateway
 from gateways.protocol.views import GATEWAY_TOKEN, REFUSALS, GatewayEndpoint
 from metrics import promql_source, services
 from metrics.permissions import GatewayOnly
@@ -44,12 +46,12 @@ class MetricsIngestView(GatewayEndpoint):
             **REFUSALS,
         },
     )
-    def post(self, request):
-        serializer = IngestSerializer(
-            data=request.data, context={"gateway": request.user.gateway.name}
-        )
+    def post(self, request: Request) -> Response:
+        gateway = request.auth
+        assert isinstance(gateway, Gateway), "GatewayOnlyTokenAuthentication lets gateways in only"
+        serializer = IngestSerializer(data=request.data, context={"gateway": gateway.name})
         serializer.is_valid(raise_exception=True)
-        ingested = services.ingest(request.user.gateway, serializer.to_samples())
+        ingested = services.ingest(gateway, serializer.to_samples())
         answer = {
             "accepted": ingested.accepted,
             "duplicates": ingested.duplicates,
@@ -90,7 +92,7 @@ class SuccessRateView(_SeriesView):
         parameters=[SeriesQuerySerializer],
         responses={200: SuccessRateSeriesSerializer, **SOURCE_FAILURES},
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         return self.answer(services.success_rate_series, request)
 
 
@@ -106,5 +108,5 @@ class LatencyView(_SeriesView):
         parameters=[SeriesQuerySerializer],
         responses={200: LatencySeriesSerializer, **SOURCE_FAILURES},
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         return self.answer(services.latency_series, request)

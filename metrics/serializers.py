@@ -1,5 +1,6 @@
 import math
 import time
+from typing import Any
 
 from django.conf import settings
 from rest_framework import serializers
@@ -15,7 +16,7 @@ class StrictSerializer(serializers.Serializer):
     """Refuses fields it does not know, naming them: a misspelt `erors` must not pass as a
     sample without errors."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:
@@ -54,7 +55,7 @@ class SampleSerializer(StrictSerializer):
             raise serializers.ValidationError("Must be a finite number.")
         return value
 
-    def validate(self, attrs):
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs["errors"] > attrs["total"]:
             raise serializers.ValidationError({"errors": ["More errors than requests (total)."]})
         return attrs
@@ -139,7 +140,7 @@ class SeriesQuerySerializer(serializers.Serializer):
             raise serializers.ValidationError("Must be a multiple of 60.")
         return value
 
-    def validate(self, attrs):
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         now = int(time.time())
         since = attrs.get("since", now - 3600)
         if since > now:

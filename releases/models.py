@@ -19,7 +19,7 @@ class ReleaseBundle(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"bundle {self.pk} {self.name}"
 
     def members(self) -> list["Release"]:
@@ -73,7 +73,7 @@ class Release(models.Model):
             )
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"release {self.pk} of {self.service} {self.to_version}"
 
     def step_label(self, index: int | None = None) -> str:
@@ -110,7 +110,7 @@ class ReleaseEvent(models.Model):
         ordering = ["-at", "-id"]
         indexes = [models.Index(fields=["release", "-at"], name="releases_event_timeline")]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.kind} of release {self.release_id}"
 
     def why(self) -> str:
@@ -135,10 +135,10 @@ class Webhook(models.Model):
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.name
 
-    def clean(self):
+    def clean(self) -> None:
         super().clean()
         if refusal := settings.OUTBOUND_POLICY.url_refusal(self.url):
             raise ValidationError({"url": refusal})
@@ -158,5 +158,5 @@ class WebhookDelivery(models.Model):
     class Meta:
         ordering = ["-at", "-id"]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.event} to {self.webhook} (attempt {self.attempt})"

@@ -21,7 +21,7 @@ from policy.publishing import load_state
 from policy.services import set_service_versions
 from registry_sync.models import Service
 from releases import analysis, states
-from releases.models import Release, ReleaseEvent
+from releases.models import Release, ReleaseBundle, ReleaseEvent
 from releases.serializers import ReleaseEventSerializer, ReleaseSerializer
 
 # Samples of second t reach the dashboard a second or two later (the gateways report once a
@@ -57,7 +57,7 @@ def create_release(
     analysis_settings: dict,
     actor: str,
     source: str,
-    bundle=None,
+    bundle: ReleaseBundle | None = None,
     position: int = 0,
 ) -> Release:
     """A pending release; `from_version` defaults to the service's prod version."""
@@ -235,7 +235,9 @@ def _audit_view(release: Release) -> dict:
     return {"state": release.state, "step": release.step}
 
 
-def _audit(release, actor, source, action, before, after) -> None:
+def _audit(
+    release: Release, actor: str, source: str, action: str, before: object, after: object
+) -> None:
     audit_log.record(
         actor=actor,
         source=source,
@@ -336,7 +338,7 @@ def analyse(release: Release, now: float) -> bool:
     return analysed
 
 
-def _counts(figures) -> analysis.Counts:
+def _counts(figures: Figures) -> analysis.Counts:
     return analysis.Counts(figures.total, figures.errors, figures.p95())
 
 
