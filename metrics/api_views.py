@@ -1,3 +1,6 @@
+from collections.abc import Callable
+from typing import Any
+
 from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
@@ -68,12 +71,14 @@ SOURCE_FAILURES = {
 
 
 class _SeriesView(APIView):
-    def query(self, request) -> dict:
+    def query(self, request: Request) -> dict[str, Any]:
         query = SeriesQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         return dict(query.validated_data)
 
-    def answer(self, read, request) -> Response:
+    def answer(
+        self, read: Callable[[str, int, int, str], services.Series], request: Request
+    ) -> Response:
         q = self.query(request)
         try:
             series = read(q["service"], q["since"], q["step"], q["source"])
