@@ -10,7 +10,12 @@ from django.core.checks import run_checks
 
 from testing.processes import BASE_DIR, django_env
 
-POSTGRES = "postgres://graylane@127.0.0.1:5432/graylane"  # `check` connects to none
+# A production-like server: PostgreSQL (`check` connects to none), Redis, 16 threads.
+SERVER = {
+    "DATABASE_URL": "postgres://graylane@127.0.0.1:5432/graylane",
+    "REDIS_URL": "redis://127.0.0.1:6379/0",
+    "WEB_THREADS": "16",
+}
 
 
 def graylane_ids() -> set[str]:
@@ -79,10 +84,8 @@ def test_hsts_options_without_hsts(settings, option):
 
 def test_contradicting_environment_fails_the_check_naming_each():
     code, ids, output = checked(
-        DATABASE_URL=POSTGRES,
+        **SERVER,
         DB_POOL_SIZE="4",
-        WEB_THREADS="16",
-        REDIS_URL="redis://127.0.0.1:6379/0",
         IN_PROCESS_JOBS="true",
         METRICS_SOURCE="prometheus",
         PROMETHEUS_URL="",
@@ -97,10 +100,8 @@ def test_the_environment_next_to_them_passes():
     # IN_PROCESS_JOBS left unset: with REDIS_URL, its default is false (not a contradiction).
     code, ids, output = checked(
         "IN_PROCESS_JOBS",
-        DATABASE_URL=POSTGRES,
+        **SERVER,
         DB_POOL_SIZE="16",
-        WEB_THREADS="16",
-        REDIS_URL="redis://127.0.0.1:6379/0",
         METRICS_SOURCE="prometheus",
         PROMETHEUS_URL="http://127.0.0.1:9090",
     )
