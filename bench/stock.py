@@ -162,24 +162,18 @@ class AiohttpPushes:
         import aiohttp
         from django.conf import settings
 
-        from gateways import signing
         from gateways.errors import DeliveryError
+        from gateways.push import signed_headers
 
         if self._local.session is None:  # made on the running loop
             self._local.session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=None),
                 connector=aiohttp.TCPConnector(limit=0),
             )
-        headers = {
-            "Content-Type": "application/json",
-            signing.HEADER: signing.sign(gateway.push_secret, snapshot.body),
-            "X-Graylane-Gateway": gateway.name,
-            "X-Graylane-Generation": str(snapshot.number),
-        }
         try:
             async with asyncio.timeout(settings.GATEWAY_PUSH_TIMEOUT):
                 async with self._local.session.post(
-                    gateway.endpoint, data=snapshot.body, headers=headers
+                    gateway.endpoint, data=snapshot.body, headers=signed_headers(gateway, snapshot)
                 ) as response:
                     status, answer = response.status, await response.read()
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
