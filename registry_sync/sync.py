@@ -111,9 +111,10 @@ def read_registry(
     order.
 
     Threads pay off when the registry keeps us waiting (a network in between: the round
-    trips overlap), and cost ~20% when our own CPU is the bottleneck (a registry on
-    loopback: ~0.4 ms of httpx a request, and the GIL). So where the adapter allows threads
-    and there are enough services, the first lists measure both ways."""
+    trips overlap), and cost time when our own CPU is the bottleneck (a registry on
+    loopback: httpx's work per request, and the GIL). So where the adapter allows threads
+    and there are enough services, the first lists measure both ways (`bench/sync.py`
+    prints how often threads won; figures in bench/README.md)."""
     snapshot = Snapshot()
     services = []
     for name in adapter.list_services():
@@ -401,7 +402,8 @@ def _record_success(registry, summary: SyncSummary, now: datetime) -> None:
 
 def _update(rows: list[Instance], names: list[str]) -> None:
     """``Instance.objects.bulk_update(rows, names)`` as one executemany of a by-id UPDATE.
-    bulk_update builds a CASE WHEN per row and field in Python: ~14 s for 10k rows."""
+    bulk_update builds a CASE WHEN per row and field in Python: many times slower for
+    thousands of rows (measured when this replaced it; bench/README.md, sync)."""
     conn = transaction.get_connection()
     meta, ops = Instance._meta, conn.ops
     fields = [meta.get_field(name) for name in names]
