@@ -24,12 +24,12 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 
 install: $(VENV)/.installed
 
-# The dashboard and the demo fleet run under one supervisor (dataplane/demo/fleet.py): Ctrl-C
+# The dashboard and the demo fleet run under one supervisor (demo/fleet.py): Ctrl-C
 # or SIGTERM stops every process it started.
 run: install
 	DEBUG=$${DEBUG:-true} $(PY) manage.py migrate --noinput
 	DEBUG=$${DEBUG:-true} $(PY) manage.py demo_setup --url http://$(HOST):$(PORT)/ $(DEMO_FLAGS)
-	DEBUG=$${DEBUG:-true} exec $(PY) -m dataplane.demo.fleet --listen $(HOST):$(PORT) \
+	DEBUG=$${DEBUG:-true} exec $(PY) -m demo.fleet --listen $(HOST):$(PORT) \
 		$(if $(DEMO_FLAGS),,--no-demo)
 
 # The Django checks need no database (CI's DATABASE_URL names one the test run creates).

@@ -1,4 +1,4 @@
-"""Release analysis on synthetic traffic: rollouts/analysis.py against a plain threshold rule.
+"""Release analysis on synthetic traffic: releases/analysis.py against a plain threshold rule.
 
 Each simulated release has the steps targeted, 5 %, 25 %, 50 %, 100 % and lives at most
 --horizon intervals (its progress deadline); each interval both versions serve N requests
@@ -46,7 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.measure import percentile  # noqa: E402
-from rollouts.analysis import ROLLBACK, Counts, Settings, judge  # noqa: E402
+from releases.analysis import ROLLBACK, Counts, Settings, judge  # noqa: E402
 
 STEPS = 5
 PROD_RATE = 0.01

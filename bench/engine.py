@@ -7,7 +7,7 @@ Policy: 100,000 users, 10,000 IP rules (IPv4 /8../32, mostly long prefixes, plus
 every list is walked to its end, and a share of hits of each kind.
 
 What one decision costs is what a gateway pays per request with the raw request headers:
-`decide(lower_headers(headers), ip)` (as releases/simulation.py calls it); the header
+`decide(lower_headers(headers), ip)` (as policy/simulation.py calls it); the header
 normalisation and the loop that feeds the requests are inside the timed loop, for every
 variant. The requests come from a pool of distinct requests (--pool, 10,000), kept as the
 bytes an HTTP parser reads; before each pass (untimed) the next slice of the pool is decoded

@@ -83,7 +83,7 @@ from dataplane.agent.site import Site  # noqa: E402
 from dataplane.gateway.headers import connection_listed, is_hop_by_hop  # noqa: E402
 from dataplane.gateway.routing import RoutingTable  # noqa: E402
 from routing_engine import CallerResolver  # noqa: E402
-from tests.processes import Process, free_port  # noqa: E402
+from testing.processes import Process, free_port  # noqa: E402
 
 NGINX = "/usr/sbin/nginx"
 HEADERS = (

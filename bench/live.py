@@ -62,7 +62,7 @@ from bench.measure import (  # noqa: E402
 from bench.servers import (  # noqa: E402
     bench_run,
 )
-from tests.processes import AsgiServer, CeleryWorker, django_env  # noqa: E402
+from testing.processes import AsgiServer, CeleryWorker, django_env  # noqa: E402
 
 TARGET_P95_S = 2.0
 PUBLISH_PERIOD_S = 1.0

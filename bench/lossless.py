@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.measure import session_cpu_seconds  # noqa: E402
 from bench.servers import WRK_MISSING  # noqa: E402
-from tests.lossless_lab import Lab, Load, LoadResult, lossless_lab  # noqa: E402
+from testing.lossless_lab import Lab, Load, LoadResult, lossless_lab  # noqa: E402
 
 INSTANCES = 3
 

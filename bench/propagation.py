@@ -83,8 +83,8 @@ from bench.servers import (  # noqa: E402
     read_message,
 )
 from bench.stock import DEFAULT_MODE_ONLY, PIECES, REPORT_PREFIX, REPORT_SIGNAL  # noqa: E402
-from tests.fakes.receiver import PushGateway  # noqa: E402
-from tests.processes import AsgiServer, CeleryWorker, django_env  # noqa: E402
+from testing.fakes.receiver import PushGateway  # noqa: E402
+from testing.processes import AsgiServer, CeleryWorker, django_env  # noqa: E402
 
 TARGET_P99_MS = 50.0
 ACK_TIMEOUT = 30.0

@@ -2,7 +2,7 @@
 viewer's API token, uvicorn serving a copy of it through a bench's own app factory, `wrk` to
 load it, and reading one HTTP/1.1 message off an asyncio stream (for loopback peers).
 
-Uses the tests' process helpers (tests/processes.py); importing this never sets up Django.
+Uses the test support's process helpers (testing/processes.py); importing this never sets up Django.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.measure import BENCH_SECRET_KEYS, create_bench_database, drop_bench_database
-from tests.processes import BASE_DIR, AsgiServer, django_env
+from testing.processes import BASE_DIR, AsgiServer, django_env
 
 WRK_MISSING = "no wrk: it comes from Debian (apt-get install -y wrk)"
 

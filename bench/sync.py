@@ -68,7 +68,7 @@ REGISTRY_TABLE = "registry_sync_registry"
 def serve_registry(services: int, latency_ms: float) -> None:
     """Child process: FakeNacos 2.x with the data set; print its URL, serve until stdin
     closes. A line "flip" on stdin swaps V1 and V2 in every instance's metadata."""
-    from tests.fakes.nacos_fake import FakeNacos
+    from testing.fakes.nacos_fake import FakeNacos
 
     fake = FakeNacos(version="2.x")
     fake.delay(latency_ms / 1000)

@@ -1,7 +1,7 @@
 from django import forms
 from rest_framework.settings import api_settings
 
-from releases.documents import policy_of
+from policy.documents import policy_of
 
 # Where an error of the policy engine shows up in the form.
 ENGINE_FIELD_TO_FORM = {
@@ -133,7 +133,7 @@ def _api_messages(field: str, messages) -> list[str]:
 
 class _RolloutForm(forms.Form):
     """The steps and analysis settings a release and a bundle share. Steps as text
-    ("targeted, 5, 25, 50, 100"); validation is the API's (rollouts.serializers), so the
+    ("targeted, 5, 25, 50, 100"); validation is the API's (releases.serializers), so the
     pages and the API accept the same input."""
 
     steps = forms.CharField(

@@ -1,7 +1,7 @@
 """The releases pages: the list of releases and bundles with the forms that make them, a
 release's steps, timeline, webhook deliveries and the operator's actions, a bundle's
 releases in dependency order and its actions. The same use cases as the API
-(rollouts.services, rollouts.bundles), validated by the API's serializers."""
+(releases.services, releases.bundles), validated by the API's serializers."""
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -11,10 +11,10 @@ from django.views.decorators.http import require_POST
 from accounts.decorators import role_required
 from accounts.roles import OPERATOR, VIEWER, has_role
 from registry_sync.models import Service
-from rollouts import bundles, services, states
-from rollouts.filters import ReleaseFilter
-from rollouts.models import Release, ReleaseBundle, ReleaseEvent, Webhook, WebhookDelivery
-from rollouts.serializers import BundleCreateSerializer, ReleaseCreateSerializer, ReleaseSerializer
+from releases import bundles, services, states
+from releases.filters import ReleaseFilter
+from releases.models import Release, ReleaseBundle, ReleaseEvent, Webhook, WebhookDelivery
+from releases.serializers import BundleCreateSerializer, ReleaseCreateSerializer, ReleaseSerializer
 
 from .forms import BundleForm, ReleaseForm
 

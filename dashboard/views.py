@@ -11,19 +11,19 @@ from accounts.decorators import role_required
 from accounts.roles import OPERATOR, VIEWER, has_role
 from audit.filters import AuditFilter, known_actions
 from audit.models import AuditEntry
+from demo.restart import NotRestartable, restart_demo_instance, restartable
 from gateways.models import Gateway
 from gateways.views import BADGES, status_rows
+from policy.documents import policy_of
+from policy.models import Revision
+from policy.publishing import StaleRevision, load_state
+from policy.services import rollback_to, service_rows, set_service_versions, update_policy
+from policy.simulation import simulate
 from registry_sync.models import Instance, Registry, Service
 from registry_sync.services import bring_online, lifecycle_timelines, take_offline
-from releases.documents import policy_of
-from releases.models import Revision
-from releases.publishing import StaleRevision, load_state
-from releases.services import rollback_to, service_rows, set_service_versions, update_policy
-from releases.simulation import simulate
-from rollouts.services import MARKER_KINDS, chart_markers
+from releases.services import MARKER_KINDS, chart_markers
 from routing_engine import PolicyError, diff_documents, normalize_policy, rebase_policy
 
-from .demo_restart import NotRestartable, restart_demo_instance, restartable
 from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
 
 

@@ -20,6 +20,8 @@ from typing import ClassVar
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
+from events.after_commit import best_effort
+
 GROUP = "live"
 METRICS_ALL_GROUP = "live.metrics.all"
 # The consumer's handler method for MESSAGE_TYPE is `live_event`.
@@ -153,6 +155,14 @@ def publish(*events: LiveEvent) -> None:
     # or sync code under an async caller): async_to_sync cannot run here, and waiting would
     # block that loop, so the events go from a thread of their own.
     threading.Thread(target=async_to_sync(_send_all), args=(layer, events), daemon=True).start()
+
+
+def publish_best_effort(*events: LiveEvent) -> None:
+    """publish() for a change already committed, best effort: events that cannot be sent
+    yet (Redis) wait and are sent later, in order (events.after_commit)."""
+    if events:
+        kinds = ", ".join(sorted({event.kind for event in events}))
+        best_effort(lambda: publish(*events), f"sending live events ({kinds})")
 
 
 async def _send_all(layer, events) -> None:

@@ -35,7 +35,8 @@ class GatewayViewSet(viewsets.ModelViewSet):
             serializer.validated_data, actor=request.user.username
         )
         gateway.token = token
-        answer = CreatedGatewaySerializer(gateway, context=self.get_serializer_context())
+        # The context read before the change: the answer needs no database after the commit.
+        answer = CreatedGatewaySerializer(gateway, context=serializer.context)
         return Response(answer.data, status=status.HTTP_201_CREATED)
 
     def perform_update(self, serializer):

@@ -10,8 +10,8 @@ class GatewaysConfig(AppConfig):
         from gateways import generation, status_updates, tasks
         from gateways.protocol import wakeup
         from gateways.signals import generation_made
+        from policy.publishing import revision_published
         from registry_sync.signals import routable_instances_changed
-        from releases.publishing import revision_published
 
         # Every policy revision and every change of the routable instance list makes a new
         # generation of the gateway document.

@@ -22,9 +22,9 @@ before it checked (or by hand) are left out here, and logged.
 
 import logging
 
+from policy.documents import effective_versions
+from policy.publishing import load_state
 from registry_sync.models import Instance, Service
-from releases.documents import effective_versions
-from releases.publishing import load_state
 from routing_engine import ROUTABLE_STATE, SERVICE_ROUTING_FIELDS, checksum
 from routing_engine.records import RecordError, read_instance, service_name_problem
 

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 from django.utils import timezone
 
+from events.outages import unavailable
 from gateways.gateway_document import build_document
 from gateways.models import DocumentService, Gateway, Generation
 from gateways.signals import generation_made
@@ -148,7 +149,7 @@ def prune(now: datetime) -> None:
 
 def _announce(snapshot: Snapshot) -> None:
     _remember(snapshot)
-    generation_made.send(sender=Generation, snapshot=snapshot)
+    generation_made.send_robust(sender=Generation, snapshot=snapshot)
 
 
 def behind_for_longer_than(seconds: float, now: datetime | None = None) -> int:
@@ -181,5 +182,13 @@ def _bump_after_change(reason: str) -> None:
     # is already saved. The periodic sweep (gateways.tasks) repairs a missed bump.
     try:
         bump(reason)
-    except Exception:
-        log.exception("Could not make a new gateway generation (%s).", reason)
+    except Exception as exc:
+        cause = unavailable(exc)
+        if cause is None:
+            log.exception("Could not make a new gateway generation (%s).", reason)
+        else:
+            log.warning(
+                "No new gateway generation (%s): %s is unavailable; the sweep repairs it.",
+                reason,
+                cause,
+            )

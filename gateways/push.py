@@ -35,7 +35,7 @@ from gateways import signing
 from gateways.errors import DeliveryError
 from gateways.generation import Snapshot
 from gateways.models import Gateway
-from registry_sync.adapters._http import excerpt
+from outbound.answers import excerpt
 
 _TLS = ssl.create_default_context()
 

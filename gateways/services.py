@@ -4,6 +4,7 @@ moved one to the newest generation."""
 from django.db import transaction
 
 from audit import log as audit_log
+from events.after_commit import after_commit
 from gateways import generation, status_updates, tasks
 from gateways.models import Gateway
 from gateways.serializers import DELIVERY_FIELDS
@@ -32,7 +33,7 @@ def create_gateway(fields: dict, *, actor: str) -> tuple[Gateway, str, str]:
     with transaction.atomic():
         gateway, token, secret = Gateway.objects.create_with_credentials(**fields)
         _audit(actor, "gateway.create", gateway, None, _audit_view(gateway))
-        transaction.on_commit(lambda: deliver_newest(gateway))
+        _deliver_newest_after_commit(gateway)
     return gateway, token, secret
 
 
@@ -50,7 +51,7 @@ def update_gateway(gateway: Gateway, fields: dict, *, actor: str) -> Gateway:
             Gateway.objects.filter(pk=gateway.pk).update(**reset)
             for field, value in reset.items():
                 setattr(gateway, field, value)
-            transaction.on_commit(lambda: deliver_newest(gateway))
+            _deliver_newest_after_commit(gateway)
         _audit(actor, "gateway.update", gateway, audit_before, _audit_view(gateway))
         transaction.on_commit(lambda: status_updates.changed(gateway.pk))
     return gateway
@@ -60,6 +61,10 @@ def delete_gateway(gateway: Gateway, *, actor: str) -> None:
     with transaction.atomic():
         _audit(actor, "gateway.delete", gateway, _audit_view(gateway), None)
         gateway.delete()
+
+
+def _deliver_newest_after_commit(gateway: Gateway) -> None:
+    after_commit(lambda: deliver_newest(gateway), f"queuing a delivery to gateway {gateway.name}")
 
 
 def deliver_newest(gateway: Gateway) -> None:

@@ -21,6 +21,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 import events
+from events.outages import unavailable
 from gateways.generation import newest_row
 from gateways.models import Gateway
 from gateways.serializers import GatewayStatusSerializer
@@ -78,9 +79,13 @@ def _send_forever() -> None:
             _everyone = False
         try:
             _send(None if everyone else ids)
-        except Exception:
+        except Exception as exc:
             # The page is a view of the database; a lost event must not stop later ones.
-            log.exception("Could not broadcast the status of gateways %s.", sorted(ids))
+            cause = unavailable(exc)
+            if cause is None:
+                log.exception("Could not broadcast the status of gateways %s.", sorted(ids))
+            else:
+                log.warning("Could not broadcast the status of gateways: %s is unavailable.", cause)
 
 
 def _send(ids: set[int] | None) -> None:

@@ -9,6 +9,7 @@ from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from events.after_commit import best_effort
 from gateways import delivery, generation, status_updates
 from gateways.errors import DeliveryError
 from gateways.gateway_document import build_document
@@ -75,4 +76,7 @@ def enqueue(number: int, made_at: datetime, gateway_ids=None) -> None:
 
 
 def on_generation_made(sender, snapshot: Snapshot, **kwargs) -> None:
-    enqueue(snapshot.number, snapshot.created_at)
+    best_effort(
+        lambda: enqueue(snapshot.number, snapshot.created_at),
+        f"queuing the delivery of generation {snapshot.number}",
+    )

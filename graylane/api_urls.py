@@ -4,22 +4,22 @@ from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
 from audit import api_views as audit_api
+from policy import api_views as policy_api
 from registry_sync import api_views as registry_api
 from releases import api_views as releases_api
-from rollouts import api_views as rollouts_api
 
 router = SimpleRouter()
-router.register("revisions", releases_api.RevisionViewSet, basename="revision")
+router.register("revisions", policy_api.RevisionViewSet, basename="revision")
 router.register("audit", audit_api.AuditViewSet, basename="audit")
-router.register("services", releases_api.ServiceViewSet, basename="service")
+router.register("services", policy_api.ServiceViewSet, basename="service")
 router.register("instances", registry_api.InstanceViewSet, basename="instance")
 router.register("registries", registry_api.RegistryViewSet, basename="registry")
-router.register("releases", rollouts_api.ReleaseViewSet, basename="release")
-router.register("release-bundles", rollouts_api.ReleaseBundleViewSet, basename="release-bundle")
+router.register("releases", releases_api.ReleaseViewSet, basename="release")
+router.register("release-bundles", releases_api.ReleaseBundleViewSet, basename="release-bundle")
 
 urlpatterns = [
-    path("policy/", releases_api.PolicyView.as_view(), name="policy"),
-    path("simulate/", releases_api.SimulateView.as_view(), name="simulate"),
+    path("policy/", policy_api.PolicyView.as_view(), name="policy"),
+    path("simulate/", policy_api.SimulateView.as_view(), name="simulate"),
     path("lifecycle/", registry_api.LifecycleReportView.as_view(), name="lifecycle"),
     path(
         "services/<path:name>/lifecycle/",

@@ -125,12 +125,14 @@ INSTALLED_APPS = [
     "axes",
     "audit",
     "accounts",
-    "releases",
+    "policy",
     "registry_sync",
+    "embedded_registry",
     "dashboard",
+    "demo",
     "gateways",
     "metrics",
-    "rollouts",
+    "releases",
 ]
 
 MIDDLEWARE = [
@@ -146,6 +148,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "axes.middleware.AxesMiddleware",
+    # Last, so that it sees what the view raised first, and watches only what the view runs.
+    "graylane.outages.OutageMiddleware",
 ]
 
 ROOT_URLCONF = "graylane.urls"
@@ -307,10 +311,19 @@ CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_DB_REUSE_MAX = 1000
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, str | float] = {"global_keyprefix": REDIS_PREFIX + ":"}
+# kombu's Redis transport gives a task back to the queue when the worker that took it
+# (acks_late) died without acknowledging it. Workers look for such tasks in turn, under a Redis
+# lock; a worker killed while it holds the lock leaves it to expire, and until then no worker
+# gives anything back: 300 s by default. A look takes milliseconds, and two at once do no
+# harm (each task is given back by one Redis transaction, which only one of them can make),
+# so the lock needs to outlive a look only: CELERY_UNACKED_MUTEX_EXPIRE seconds.
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, str | float] = {
+    "global_keyprefix": REDIS_PREFIX + ":",
+    "unacked_mutex_expire": env_int("CELERY_UNACKED_MUTEX_EXPIRE", 10, minimum=1),
+}
 
 DRAIN_SECONDS = env_float("DRAIN_SECONDS", 5.0)
-# "Restart instance" on the service page, for the demo fleet (dashboard/demo_restart.py).
+# "Restart instance" on the service page, for the demo fleet (demo/restart.py).
 DEMO_RESTART = env_bool("DEMO_RESTART", False)
 
 # Gateway config delivery (gateways/).
@@ -366,7 +379,7 @@ METRICS_MAX_BODY_BYTES = env_int("METRICS_MAX_BODY_BYTES", 262_144, minimum=1)
 METRICS_MAX_SERIES = env_int("METRICS_MAX_SERIES", 10_000, minimum=1)
 # /metrics (Prometheus): open when empty, else `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_str("METRICS_TOKEN")
-# The series API's other source: Prometheus, through PromQL templates (metrics/prometheus.py).
+# The series API's other source: Prometheus, through PromQL templates (metrics/promql_source.py).
 PROMETHEUS_URL = env_str("PROMETHEUS_URL")
 PROMETHEUS_TIMEOUT = env_float("PROMETHEUS_TIMEOUT", 5.0, minimum=0.1)
 PROMETHEUS_QUERIES = env_str("PROMETHEUS_QUERIES")
@@ -398,8 +411,8 @@ CELERY_BEAT_SCHEDULE = {
     "metrics-prune": {"task": "metrics.tasks.prune", "schedule": 3600.0},
     # Each release's interval is checked every second; a late run is worthless, the next
     # one looks anew.
-    "rollouts-analyse": {
-        "task": "rollouts.tasks.analyse_due",
+    "releases-analyse": {
+        "task": "releases.tasks.analyse_due",
         "schedule": 1.0,
         "options": {"expires": 1.0},
     },

@@ -3,8 +3,8 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import AllowAny
 
-from dashboard import prometheus
 from graylane import health
+from metrics import exporter
 
 # Errors Django answers itself: JSON under /api/ and /nacos/, its pages elsewhere.
 handler400 = "graylane.api_errors.bad_request"
@@ -16,7 +16,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("accounts.urls")),
     path("api/v1/", include("graylane.api_urls")),
-    path("nacos/", include("registry_sync.nacos_urls")),
+    path("nacos/", include("embedded_registry.urls")),
     # The API description is public, like the contract it documents.
     path("api/schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
     # The split view serves its start-up script from a URL: the Content-Security-Policy
@@ -30,7 +30,7 @@ urlpatterns = [
     ),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
-    path("metrics", prometheus.metrics, name="prometheus-metrics"),
+    path("metrics", exporter.metrics, name="prometheus-metrics"),
     path("gateways/", include("gateways.urls")),
     path("", include("dashboard.urls")),
 ]

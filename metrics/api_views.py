@@ -6,7 +6,7 @@ from rest_framework.views import APIView
 
 from gateways.authentication import GatewayOnlyTokenAuthentication
 from gateways.protocol.views import GATEWAY_TOKEN, REFUSALS, GatewayEndpoint
-from metrics import prometheus, services
+from metrics import promql_source, services
 from metrics.permissions import GatewayOnly
 from metrics.serializers import (
     AcceptedSerializer,
@@ -75,9 +75,9 @@ class _SeriesView(APIView):
         q = self.query(request)
         try:
             series = read(q["service"], q["since"], q["step"], q["source"])
-        except prometheus.PrometheusUnavailable as exc:
+        except promql_source.PrometheusUnavailable as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
-        except prometheus.PrometheusBadAnswer as exc:
+        except promql_source.PrometheusBadAnswer as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_502_BAD_GATEWAY)
         return Response({"service": q["service"], "series": series})
 

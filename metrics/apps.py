@@ -1,7 +1,7 @@
 from django.apps import AppConfig
 from django.conf import settings
 
-from metrics import prometheus
+from metrics import promql_source
 
 
 class MetricsConfig(AppConfig):
@@ -11,4 +11,4 @@ class MetricsConfig(AppConfig):
     def ready(self) -> None:
         # A bad PROMETHEUS_QUERIES file stops the process at start, not a request later.
         if settings.PROMETHEUS_URL:
-            prometheus.load_templates(settings.PROMETHEUS_QUERIES)
+            promql_source.load_templates(settings.PROMETHEUS_QUERIES)

@@ -18,8 +18,9 @@ import threading
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
+from events import outages
 from metrics.models import MinuteLatency, MinuteRollup
 from metrics.samples import Sample
 
@@ -98,20 +99,31 @@ def _write(samples: list[Sample]) -> None:
         count[1] += sample.errors
         if sample.bucket is not None:
             weights[(sample.service, sample.version, minute, sample.bucket)] += sample.total
-    # Sorted: concurrent requests touch shared rows in one order (no deadlock on PostgreSQL).
-    with transaction.atomic(), connection.cursor() as cursor:
-        _additive_upsert(
-            cursor,
-            MinuteRollup,
-            ["service", "version", "minute"],
-            ["total", "errors"],
-            [(*key, *count) for key, count in sorted(counts.items())],
-        )
-        if weights:
+    xid = None
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            xid = outages.transaction_id(connection)
+            # Sorted: concurrent requests touch shared rows in one order (no deadlock on
+            # PostgreSQL).
             _additive_upsert(
                 cursor,
-                MinuteLatency,
-                ["service", "version", "minute", "bucket"],
-                ["weight"],
-                [(*key, weight) for key, weight in sorted(weights.items())],
+                MinuteRollup,
+                ["service", "version", "minute"],
+                ["total", "errors"],
+                [(*key, *count) for key, count in sorted(counts.items())],
             )
+            if weights:
+                _additive_upsert(
+                    cursor,
+                    MinuteLatency,
+                    ["service", "version", "minute", "bucket"],
+                    ["weight"],
+                    [(*key, weight) for key, weight in sorted(weights.items())],
+                )
+    except DatabaseError as exc:
+        # These are other requests' samples too, and a COMMIT that got no answer may have
+        # saved them: each of those requests would answer 503 for samples that are counted.
+        if xid is None or outages.commit_failed_on(exc) is None:
+            raise
+        if not outages.committed_after_all(connection.alias, xid):
+            raise

@@ -13,7 +13,7 @@ from django.db import DatabaseError
 import events
 from gateways import fronting
 from gateways.models import Gateway
-from metrics import live, prometheus, rollups
+from metrics import live, promql_source, rollups
 from metrics.models import MinuteLatency, MinuteRollup
 from metrics.samples import Figures, Sample
 
@@ -114,10 +114,10 @@ def _count(value: float) -> float:
 
 
 def _prometheus_series(service: str, since: int, step: int, figure: str) -> Series:
-    source = prometheus.configured()
+    source = promql_source.configured()
     if source is None:
-        raise prometheus.PrometheusUnavailable("No Prometheus is configured (PROMETHEUS_URL).")
-    totals = source.steps(service, prometheus.REQUESTS, since, step)
+        raise promql_source.PrometheusUnavailable("No Prometheus is configured (PROMETHEUS_URL).")
+    totals = source.steps(service, promql_source.REQUESTS, since, step)
     figures = source.steps(service, figure, since, step)
     by_version: dict[str, dict[int, tuple[float | None, float]]] = {}
     for version, steps in totals.items():
@@ -125,7 +125,7 @@ def _prometheus_series(service: str, since: int, step: int, figure: str) -> Seri
             if total <= 0:
                 continue
             value = figures.get(version, {}).get(ts)
-            if figure == prometheus.ERRORS:
+            if figure == promql_source.ERRORS:
                 # The two queries are two calls: a scrape landing between them can give the
                 # newest step a few more errors than requests.
                 errors = min(value or 0.0, total)
@@ -137,14 +137,14 @@ def _prometheus_series(service: str, since: int, step: int, figure: str) -> Seri
 def success_rate_series(service: str, since: int, step: int, source: str = ROLLUPS) -> Series:
     """{version: [[ts, success rate %, total], ...]} for the steps with requests."""
     if source == PROMETHEUS:
-        return _prometheus_series(service, since, step, prometheus.ERRORS)
+        return _prometheus_series(service, since, step, promql_source.ERRORS)
     return _rollup_series(service, since, step, Figures.success_rate)
 
 
 def latency_series(service: str, since: int, step: int, source: str = ROLLUPS) -> Series:
     """{version: [[ts, p95 ms, total], ...]} for the steps with a reported latency."""
     if source == PROMETHEUS:
-        return _prometheus_series(service, since, step, prometheus.LATENCY)
+        return _prometheus_series(service, since, step, promql_source.LATENCY)
     return _rollup_series(service, since, step, Figures.p95)
 
 

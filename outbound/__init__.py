@@ -1,4 +1,5 @@
-"""Where Graylane's own HTTP calls may go (policy.py says why and how)."""
+"""Graylane's own HTTP calls: where they may go (policy.py says why and how), and how their
+answers are quoted in errors (answers.py)."""
 
 from .policy import (
     DEFAULT_ALLOWED,

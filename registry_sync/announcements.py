@@ -16,9 +16,11 @@ MAX_INSTANCE_EVENTS = 100
 
 def instances_changed(rows: list[Instance], *, registry: str = "") -> None:
     if len(rows) > MAX_INSTANCE_EVENTS:
-        events.publish(events.RegistryChanged({"registry": registry, "changed": len(rows)}))
+        events.publish_best_effort(
+            events.RegistryChanged({"registry": registry, "changed": len(rows)})
+        )
         return
-    events.publish(
+    events.publish_best_effort(
         *(
             events.InstanceChanged({"service": row.service.name, **InstanceSerializer(row).data})
             for row in rows
@@ -29,4 +31,4 @@ def instances_changed(rows: list[Instance], *, registry: str = "") -> None:
 def routable_changed(services: Iterable[str]) -> None:
     names = sorted(set(services))
     if names:
-        routable_instances_changed.send(sender=Instance, services=names)
+        routable_instances_changed.send_robust(sender=Instance, services=names)

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit import log as audit_log
+from events.after_commit import after_commit, best_effort
 from registry_sync import announcements
 from registry_sync.adapters import RegistryError
 from registry_sync.models import Instance, LifecycleEvent, Registry
@@ -33,22 +34,22 @@ def _announce(row: Instance) -> None:
     announcements.instances_changed([row])
 
 
-def _tell_registry(row: Instance, enabled: bool) -> str:
-    """Returns a note for the operator; a failing registry is retried by the sync, which
-    re-applies the recorded intent."""
+def _tell_registry(row: Instance, enabled: bool) -> None:
+    """After the intent committed. A failing registry is noted for the operator (`row.note`
+    too, for the answer) and retried by the sync, which re-applies the recorded intent."""
     registry = row.service.registry
     if registry is None:
-        return ""
+        return
     adapter = adapter_for(registry)
     try:
         adapter.set_enabled(as_registry_instance(row), enabled)
     except RegistryError as exc:
         # Not in the note, which every viewer sees: why can tell what is at the address.
         log.warning("Registry %s not told about %s: %s", registry.name, row, exc)
-        return "Registry not updated yet (unreachable); the sync keeps retrying."
+        row.note = "Registry not updated yet (unreachable); the sync keeps retrying."
+        Instance.objects.filter(pk=row.pk).update(note=row.note)
     finally:
         adapter.close()
-    return ""
 
 
 def take_offline(instance_pk: int, *, actor: str, source: str) -> Instance:
@@ -90,11 +91,12 @@ def _set_intent(instance_pk: int, *, offline: bool, actor: str, source: str) -> 
         )
         transaction.on_commit(lambda: _announce(row))
         if drain > 0:
-            transaction.on_commit(lambda: finish_drain.apply_async((row.pk,), countdown=drain))
-    note = _tell_registry(row, enabled=not offline)
-    if note:
-        Instance.objects.filter(pk=row.pk).update(note=note)
-        row.note = note
+            # At drain_until, not in `drain` seconds: a queuing retried later keeps the time.
+            after_commit(
+                lambda: finish_drain.apply_async((row.pk,), eta=row.drain_until),
+                f"queuing the end of the drain of {row}",
+            )
+    best_effort(lambda: _tell_registry(row, enabled=not offline), f"telling the registry of {row}")
     return row
 
 
@@ -173,7 +175,9 @@ TIMELINE_EVENTS_READ = 500
 
 
 def record_lifecycle_event(data: dict, *, reporter: str) -> LifecycleEvent:
-    return LifecycleEvent.objects.create(**data, reporter=reporter[:255])
+    # A transaction, as every use case's write: what graylane.outages counts as the change.
+    with transaction.atomic():
+        return LifecycleEvent.objects.create(**data, reporter=reporter[:255])
 
 
 def lifecycle_events(service: str, since=None):

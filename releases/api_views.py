@@ -1,213 +1,97 @@
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from registry_sync.models import Service
-from releases.documents import policy_of
-from releases.models import PolicyState, Revision
-from releases.publishing import StaleRevision, load_state
+from releases import bundles, services
+from releases.filters import ReleaseFilter
+from releases.models import Release, ReleaseBundle
 from releases.serializers import (
-    PolicySerializer,
-    RevisionDetailSerializer,
-    RevisionSerializer,
-    RollbackSerializer,
-    ServiceSerializer,
-    ServiceVersionsSerializer,
-    SimulateRequestSerializer,
-    SimulateResponseSerializer,
+    BundleCreateSerializer,
+    BundleSerializer,
+    ReleaseCreateSerializer,
+    ReleaseEventSerializer,
+    ReleaseSerializer,
 )
-from releases.services import rollback_to, service_rows, set_service_versions, update_policy
-from releases.simulation import simulate
-from routing_engine import PolicyError
 
 
-def policy_payload(state: PolicyState) -> dict:
-    return {
-        "revision": state.revision,
-        **policy_of(state.document),
-        "updated_at": state.updated_at.isoformat().replace("+00:00", "Z"),
-        "updated_by": state.updated_by,
-    }
-
-
-def with_etag(response: Response, state: PolicyState) -> Response:
-    response["ETag"] = f'"{state.revision}"'
-    return response
-
-
-def header_if_match(request) -> int | None:
-    """The revision an `If-Match` header expects, None when absent or `*`."""
-    raw = request.headers.get("If-Match", "").strip()
-    if not raw or raw == "*":
-        return None
-    value = raw.removeprefix("W/").strip('"')
-    # isascii: str.isdigit() also holds for digits int() refuses ("²"); a revision is a
-    # 64-bit integer, so 18 digits are plenty.
-    if not (value.isascii() and value.isdigit()) or len(value) > 18:
-        raise ValidationError({"If-Match": [f'Expected "<revision>", got {raw!r}.']})
-    return int(value)
-
-
-def policy_error_response(exc: PolicyError) -> Response:
-    return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
-
-
-def stale_response(state: PolicyState) -> Response:
-    body = {
-        "detail": f"Revision {state.revision} was published meanwhile; reload and retry.",
-        **policy_payload(state),
-    }
-    return with_etag(Response(body, status=status.HTTP_412_PRECONDITION_FAILED), state)
-
-
-NOT_POLICY_FIELDS = {"revision", "comment", "updated_at", "updated_by"}
-
-
-class PolicyView(APIView):
-    """The gray policy: one per installation. Writes honour `If-Match: "<revision>"`."""
-
-    serializer_class = PolicySerializer
-
-    @extend_schema(responses=PolicySerializer)
-    def get(self, request):
-        state = load_state()
-        return with_etag(Response(policy_payload(state)), state)
-
-    @extend_schema(request=PolicySerializer, responses=PolicySerializer)
-    def put(self, request):
-        return self._write(request, partial=False)
-
-    @extend_schema(request=PolicySerializer, responses=PolicySerializer)
-    def patch(self, request):
-        return self._write(request, partial=True)
-
-    def _write(self, request, *, partial: bool):
-        if not isinstance(request.data, dict):
-            raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
-        # What a GET returns can be sent back as it is: the read-only fields are not policy.
-        data = {k: v for k, v in request.data.items() if k not in NOT_POLICY_FIELDS}
-        comment = request.data.get("comment", "")
-        if not isinstance(comment, str) or len(comment) > 500:
-            raise ValidationError({"comment": ["A string of at most 500 characters."]})
-        expected = header_if_match(request)
-        if expected is None and isinstance(request.data.get("revision"), int):
-            # A document read, edited and sent back carries its revision: honour it like
-            # If-Match, so that round trip cannot overwrite a newer revision either.
-            expected = request.data["revision"]
+def _action(name: str, act=services.act, serializer=ReleaseSerializer, what: str = "release"):
+    def run(self, request, pk=None):
+        target = self.get_object()
         try:
-            result = update_policy(
-                data,
-                partial=partial,
-                actor=request.user.username,
-                source="api",
-                expected_revision=expected,
-                comment=comment,
-            )
-        except PolicyError as exc:
-            return policy_error_response(exc)
-        except StaleRevision as exc:
-            return stale_response(exc.state)
-        return with_etag(Response(policy_payload(result.state)), result.state)
+            target = act(target.pk, name, actor=request.user.username, source="api")
+        except services.Conflict as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(serializer(target).data)
+
+    # The router dispatches to the view method of this name: set before decorating.
+    run.__name__ = name
+    run.__doc__ = f"`{name}` the {what} (operator); 409 when its state does not allow it."
+    schema = extend_schema(request=None, responses={200: serializer, 409: None})
+    return schema(action(detail=True, methods=["post"], url_path=name, url_name=name)(run))
 
 
-class SimulateView(APIView):
-    """Which flag, version and instances a request would get, and which rule matched."""
+class ReleaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Progressive releases: steps of gray traffic, analysed each interval."""
 
-    @extend_schema(request=SimulateRequestSerializer, responses=SimulateResponseSerializer)
-    def post(self, request):
-        form = SimulateRequestSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        data = form.validated_data
-        result = simulate(
-            load_state(),
-            service=data.get("service") or None,
-            headers=data.get("headers") or {},
-            ip=data.get("ip") or None,
-            city=data.get("city") or None,
-            user=data.get("user") or None,
-        )
-        return Response(result)
+    queryset = Release.objects.all()
+    serializer_class = ReleaseSerializer
+    filterset_class = ReleaseFilter
 
-    # A read-only question: viewers may ask it.
-    write_role = "viewer"
-
-
-class RevisionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    queryset = Revision.objects.order_by("-number")
-    lookup_field = "number"
-    lookup_url_kwarg = "n"
-    lookup_value_regex = "[0-9]+"
-
-    def get_serializer_class(self):
-        if self.action == "list":
-            return RevisionSerializer
-        if self.action == "rollback":
-            return RollbackSerializer
-        return RevisionDetailSerializer
-
-    def get_queryset(self):
-        load_state()  # a fresh installation has its initial revision from the first read
-        if self.action == "list":
-            return Revision.objects.order_by("-number").defer("content", "diff")
-        return Revision.objects.all()
-
-    @extend_schema(request=RollbackSerializer, responses={201: RevisionDetailSerializer})
-    @action(detail=True, methods=["post"])
-    def rollback(self, request, n=None):
-        target = get_object_or_404(self.get_queryset(), number=n)
-        form = RollbackSerializer(data=request.data)
+    @extend_schema(request=ReleaseCreateSerializer, responses={201: ReleaseSerializer})
+    def create(self, request):
+        form = ReleaseCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:
-            result = rollback_to(
-                target,
-                actor=request.user.username,
-                expected_revision=header_if_match(request),
-                comment=form.validated_data.get("comment", ""),
+            release = services.create_release(
+                **form.release_fields(), actor=request.user.username, source="api"
             )
-        except StaleRevision as exc:
-            return stale_response(exc.state)
-        if not result.changed:
-            body = {"detail": f"Revision {target.number}'s content is already live."}
-            return Response(body, status=status.HTTP_200_OK)
-        return Response(
-            RevisionDetailSerializer(result.revision).data, status=status.HTTP_201_CREATED
-        )
+        except services.Invalid as exc:
+            return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
+        return Response(ReleaseSerializer(release).data, status=status.HTTP_201_CREATED)
+
+    start = _action("start")
+    pause = _action("pause")
+    resume = _action("resume")
+    promote = _action("promote")
+    rollback = _action("rollback")
+    abort = _action("abort")
+
+    @extend_schema(responses=ReleaseEventSerializer(many=True), filters=False)
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def events(self, request, pk=None):
+        """The release's timeline, newest first."""
+        page = self.paginate_queryset(self.get_object().events.all())
+        return self.get_paginated_response(ReleaseEventSerializer(page, many=True).data)
 
 
-class ServiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Services as the registries see them, with their effective versions."""
+def _bundle_action(name: str):
+    return _action(name, bundles.act_bundle, BundleSerializer, "bundle, each release in order")
 
-    queryset = Service.objects.select_related("registry").order_by("name")
-    serializer_class = ServiceSerializer
-    lookup_field = "name"
-    lookup_value_regex = "[^/]+"
 
-    def list(self, request, *args, **kwargs):
-        page = self.paginate_queryset(self.get_queryset())
-        return self.get_paginated_response(service_rows(page, load_state().document))
+class ReleaseBundleViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
+    """Several services released as one, in dependency order."""
 
-    def retrieve(self, request, *args, **kwargs):
-        return Response(service_rows([self.get_object()], load_state().document)[0])
+    queryset = ReleaseBundle.objects.all()
+    serializer_class = BundleSerializer
 
-    @extend_schema(request=ServiceVersionsSerializer, responses=ServiceSerializer)
-    def partial_update(self, request, *args, **kwargs):
-        service = self.get_object()
-        if not isinstance(request.data, dict):
-            raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
+    @extend_schema(request=BundleCreateSerializer, responses={201: BundleSerializer})
+    def create(self, request):
+        form = BundleCreateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
         try:
-            set_service_versions(
-                service.name,
-                dict(request.data),
-                actor=request.user.username,
-                source="api",
-                expected_revision=header_if_match(request),
+            bundle = bundles.create_bundle(
+                **form.bundle_fields(), actor=request.user.username, source="api"
             )
-        except PolicyError as exc:
-            return policy_error_response(exc)
-        except StaleRevision as exc:
-            return stale_response(exc.state)
-        return Response(service_rows([service], load_state().document)[0])
+        except services.Invalid as exc:
+            return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
+        return Response(BundleSerializer(bundle).data, status=status.HTTP_201_CREATED)
+
+    start = _bundle_action("start")
+    pause = _bundle_action("pause")
+    resume = _bundle_action("resume")
+    promote = _bundle_action("promote")
+    rollback = _bundle_action("rollback")
+    abort = _bundle_action("abort")

@@ -3,11 +3,10 @@ from django.apps import AppConfig
 
 class ReleasesConfig(AppConfig):
     name = "releases"
-    verbose_name = "Gray policy, revisions and audit"
+    verbose_name = "Progressive releases, bundles and webhooks"
+    default_auto_field = "django.db.models.BigAutoField"
 
-    def ready(self):
-        # Imported here, once the app registry is ready (Django's convention for receivers).
-        from releases.announcements import on_revision_published
-        from releases.publishing import revision_published
+    def ready(self) -> None:
+        from releases import services, tasks
 
-        revision_published.connect(on_revision_published, dispatch_uid="releases.live")
+        services.release_event.connect(tasks.on_release_event, dispatch_uid="releases-webhooks")

@@ -1,54 +1,150 @@
-import json
-
+from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models import Q
+
+from accounts.secret_fields import EncryptedTextField
+from releases import states
 
 
-class PolicyState(models.Model):
-    """The one live configuration document (gray policy, default versions, per-service
-    version overrides) and the revision it came from. Exactly one row, pk=1; writers lock
-    it, so it is also the serialisation point for concurrent edits."""
+class ReleaseBundle(models.Model):
+    """Several services released as one: their releases share steps and analysis settings,
+    start, pause, advance and promote together in dependency order (`Release.position`),
+    and roll back together in the reverse order when any of them fails."""
 
-    revision = models.PositiveIntegerField()
-    content = models.TextField(help_text="Canonical JSON of the live document.")
-    updated_at = models.DateTimeField()
-    updated_by = models.CharField(max_length=150, blank=True)
-
-    class Meta:
-        verbose_name = "live policy"
-        verbose_name_plural = "live policy"
-
-    def __str__(self):
-        return f"live policy at revision {self.revision}"
-
-    @property
-    def document(self) -> dict:
-        return json.loads(self.content)
-
-
-class Revision(models.Model):
-    SOURCES = [("ui", "UI"), ("api", "API"), ("rollback", "Rollback"), ("release", "Release")]
-
-    number = models.PositiveIntegerField(unique=True)
-    content = models.TextField(editable=False, help_text="Canonical JSON, never rewritten.")
-    checksum = models.CharField(max_length=64, editable=False)
-    diff = models.JSONField(default=list, editable=False)
+    name = models.CharField(max_length=100)
+    created_by = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    author = models.CharField(max_length=150, blank=True)
-    source = models.CharField(max_length=10, choices=SOURCES)
-    comment = models.CharField(max_length=500, blank=True)
-    rolled_back_from = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
-        ordering = ["-number"]
+        ordering = ["-created_at", "-id"]
 
     def __str__(self):
-        return f"revision {self.number}"
+        return f"bundle {self.pk} {self.name}"
 
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise ValueError("Revisions are immutable.")
-        super().save(*args, **kwargs)
 
-    @property
-    def config(self) -> dict:
-        return json.loads(self.content)
+class Release(models.Model):
+    """One service's progressive release of `to_version` over `from_version` (prod): steps
+    of gray traffic, each advanced by the analysis (releases/analysis.py) or an operator.
+    The routing each step implies is written to the live document (policy.services), a
+    revision per change."""
+
+    service = models.CharField(max_length=255)
+    from_version = models.CharField(max_length=64)
+    to_version = models.CharField(max_length=64)
+    state = models.CharField(
+        max_length=20, choices=[(s, s) for s in states.STATES], default=states.PENDING
+    )
+    step = models.PositiveIntegerField(default=0, help_text="Index of the current step.")
+    steps = models.JSONField()
+    analysis = models.JSONField()
+    created_by = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    # Bookkeeping of the analysis: when the current step began (progress deadline), the
+    # end (epoch seconds, exclusive) of the last analysed window, the failed intervals,
+    # and both versions' figures since the start.
+    step_started_at = models.DateTimeField(null=True, blank=True)
+    analysed_until = models.PositiveBigIntegerField(null=True, blank=True)
+    failures = models.PositiveIntegerField(default=0)
+    figures = models.JSONField(default=dict, blank=True)
+    bundle = models.ForeignKey(
+        ReleaseBundle, null=True, blank=True, on_delete=models.PROTECT, related_name="releases"
+    )
+    position = models.PositiveIntegerField(default=0, help_text="Dependency order in a bundle.")
+    # The step this release's analysis found healthy, while a bundle waits for the others.
+    ready_at_step = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["service"],
+                condition=Q(state__in=states.ACTIVE),
+                name="releases_one_active_release_per_service",
+            )
+        ]
+
+    def __str__(self):
+        return f"release {self.pk} of {self.service} {self.to_version}"
+
+    def step_label(self, index: int | None = None) -> str:
+        step = self.steps[self.step if index is None else index]
+        return "targeted users" if step.get("targeted") else f"{step['percent']} %"
+
+
+class ReleaseEvent(models.Model):
+    KINDS = [
+        (kind, kind)
+        for kind in (
+            "created",
+            "started",
+            "analysis",
+            "insufficient_data",
+            "advanced",
+            "paused",
+            "resumed",
+            "promoted",
+            "rolled_back",
+            "aborted",
+            "failed",
+        )
+    ]
+
+    release = models.ForeignKey(Release, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(auto_now_add=True)
+    kind = models.CharField(max_length=20, choices=KINDS)
+    step = models.PositiveIntegerField()
+    detail = models.JSONField(default=dict)
+    actor = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["release", "-at"], name="releases_event_timeline")]
+
+    def __str__(self):
+        return f"{self.kind} of release {self.release_id}"
+
+
+class Webhook(models.Model):
+    """Where release notifications go (admin-managed): a generic JSON body, or a
+    Slack-compatible one (`{"text": ...}`), signed with `secret` (gateways/signing.py's
+    `X-Graylane-Signature`) when one is set."""
+
+    GENERIC = "generic"
+    SLACK = "slack"
+
+    name = models.CharField(max_length=100, unique=True)
+    url = models.URLField(max_length=500)
+    kind = models.CharField(
+        max_length=10, choices=[(GENERIC, "generic JSON"), (SLACK, "Slack")], default=GENERIC
+    )
+    secret = EncryptedTextField(max_length=200, blank=True)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.name
+
+    def clean(self):
+        super().clean()
+        if refusal := settings.OUTBOUND_POLICY.url_refusal(self.url):
+            raise ValidationError({"url": refusal})
+
+
+class WebhookDelivery(models.Model):
+    """One attempt to deliver one release event to one webhook."""
+
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.ForeignKey(ReleaseEvent, on_delete=models.CASCADE, related_name="deliveries")
+    attempt = models.PositiveIntegerField()
+    at = models.DateTimeField(auto_now_add=True)
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    ok = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self):
+        return f"{self.event} to {self.webhook} (attempt {self.attempt})"

@@ -1,143 +1,178 @@
-"""Output shapes of the releases API (and their OpenAPI description). Input validation of
-the policy lives in routing_engine.policy so the form, the API and gateways share it."""
-
-import ipaddress
-
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from releases.models import Revision
-from routing_engine import MAX_ENTRY_LENGTH
+from releases import states
+from releases.models import Release, ReleaseBundle, ReleaseEvent
+
+MAX_STEPS = 20
 
 
-class HeaderRuleSerializer(serializers.Serializer):
-    name = serializers.CharField(allow_blank=True)
-    value = serializers.CharField(allow_blank=True)
+class StepSerializer(serializers.Serializer):
+    """`{"targeted": true}`: the policy's targeted rules only; `{"percent": N}`: also N % of
+    the users, sticky (the targeted rules keep applying)."""
+
+    targeted = serializers.BooleanField(required=False)
+    percent = serializers.IntegerField(required=False, min_value=1, max_value=100)
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = set(data) - {"targeted", "percent"}
+            if unknown:
+                raise serializers.ValidationError(
+                    {key: ["Unknown field."] for key in sorted(unknown)}
+                )
+        return super().to_internal_value(data)
+
+    def validate(self, attrs):
+        if attrs.get("targeted") is True and "percent" not in attrs:
+            return {"targeted": True}
+        if "percent" in attrs and "targeted" not in attrs:
+            return {"percent": attrs["percent"]}
+        raise serializers.ValidationError('Either {"targeted": true} or {"percent": 1..100}.')
 
 
-class VersionPairSerializer(serializers.Serializer):
-    prod = serializers.CharField()
-    gray = serializers.CharField()
+class AnalysisSerializer(serializers.Serializer):
+    interval_s = serializers.IntegerField(min_value=5, max_value=300, default=60)
+    min_requests = serializers.IntegerField(min_value=1, default=100)
+    # Above 0: the sequential test weighs "worse by twice this" against "equal".
+    max_error_rate_increase = serializers.FloatField(
+        min_value=0.01, max_value=100, default=1.0, help_text="Percentage points over prod."
+    )
+    failures_tolerated = serializers.IntegerField(min_value=0, max_value=100, default=1)
+    max_p95_ms = serializers.FloatField(min_value=0, allow_null=True, default=None)
+    deadline_s = serializers.IntegerField(min_value=5, default=3600)
+
+    def validate(self, attrs):
+        if attrs["deadline_s"] < attrs["interval_s"]:
+            raise serializers.ValidationError(
+                {"deadline_s": ["Must be at least interval_s (one interval per step)."]}
+            )
+        return attrs
 
 
-class PolicySerializer(serializers.Serializer):
-    revision = serializers.IntegerField(read_only=True)
-    enabled = serializers.BooleanField()
-    routing = serializers.BooleanField()
-    header = HeaderRuleSerializer()
-    ips = serializers.ListField(child=serializers.CharField())
-    cities = serializers.ListField(child=serializers.CharField())
-    users = serializers.ListField(child=serializers.CharField())
-    user_header = serializers.CharField()
-    city_header = serializers.CharField()
-    percent = serializers.IntegerField(min_value=0, max_value=100)
-    versions = VersionPairSerializer()
-    updated_at = serializers.DateTimeField(read_only=True)
-    updated_by = serializers.CharField(read_only=True)
+@extend_schema_field({"type": "array", "items": {"type": "object"}})
+class StepsField(serializers.ListField):
+    pass
 
 
-class RevisionSerializer(serializers.ModelSerializer):
-    revision = serializers.IntegerField(source="number")
-    author = serializers.CharField()
+class ReleaseCreateSerializer(serializers.Serializer):
+    service = serializers.CharField(max_length=255)
+    from_version = serializers.CharField(
+        max_length=64, required=False, allow_null=True, default=None
+    )
+    to_version = serializers.CharField(max_length=64)
+    steps = StepSerializer(many=True)
+    analysis = AnalysisSerializer(default=dict)
+
+    def validate_steps(self, steps):
+        if not steps or len(steps) > MAX_STEPS:
+            raise serializers.ValidationError(f"From 1 to {MAX_STEPS} steps.")
+        if any(step.get("targeted") for step in steps[1:]):
+            raise serializers.ValidationError("Only the first step may be the targeted one.")
+        percents = [step["percent"] for step in steps if "percent" in step]
+        if percents != sorted(set(percents)):
+            raise serializers.ValidationError("Percentages must grow from step to step.")
+        return steps
+
+    def validate_analysis(self, value):
+        if not value:  # the default: every setting at its default
+            form = AnalysisSerializer(data={})
+            form.is_valid(raise_exception=True)
+            return dict(form.validated_data)
+        return dict(value)
+
+    def release_fields(self) -> dict:
+        """The validated release as services.create_release() takes it (API and page)."""
+        data = self.validated_data
+        return {
+            "service": data["service"],
+            "to_version": data["to_version"],
+            "from_version": data.get("from_version"),
+            "steps": data["steps"],
+            "analysis_settings": data["analysis"],
+        }
+
+
+class ReleaseSerializer(serializers.ModelSerializer):
+    steps = serializers.JSONField()
+    analysis = serializers.JSONField()
+    allowed_actions = serializers.SerializerMethodField()
 
     class Meta:
-        model = Revision
-        fields = ["revision", "checksum", "created_at", "author", "comment", "source"]
+        model = Release
+        fields = [
+            "id",
+            "service",
+            "from_version",
+            "to_version",
+            "state",
+            "step",
+            "steps",
+            "analysis",
+            "created_by",
+            "created_at",
+            "updated_at",
+            "allowed_actions",
+            "bundle",
+        ]
+        read_only_fields = fields
+
+    def get_allowed_actions(self, release) -> list[str]:
+        return states.allowed_actions(release.state)
 
 
-class RevisionDetailSerializer(RevisionSerializer):
-    config = serializers.JSONField()
-    diff = serializers.JSONField()
-
-    class Meta(RevisionSerializer.Meta):
-        fields = [*RevisionSerializer.Meta.fields, "rolled_back_from", "config", "diff"]
-
-
-class RollbackSerializer(serializers.Serializer):
-    comment = serializers.CharField(required=False, allow_blank=True, max_length=500)
+class ReleaseEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ReleaseEvent
+        fields = ["at", "kind", "step", "detail"]
+        read_only_fields = fields
 
 
-# Bounds of a simulated request: what a real one could carry (MAX_ENTRY_LENGTH: the longest
-# user or city a policy can hold; 8 KiB: a common server limit for one header line).
-MAX_HEADERS = 100
-MAX_HEADER_NAME = 256
-MAX_HEADER_VALUE = 8192
-
-
-class SimulateRequestSerializer(serializers.Serializer):
-    service = serializers.CharField(
-        required=False, allow_blank=True, allow_null=True, max_length=255
-    )
-    headers = serializers.DictField(
-        child=serializers.CharField(allow_blank=True, max_length=MAX_HEADER_VALUE), required=False
-    )
-    ip = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=64)
-    city = serializers.CharField(
-        required=False, allow_blank=True, allow_null=True, max_length=MAX_ENTRY_LENGTH
-    )
-    user = serializers.CharField(
-        required=False, allow_blank=True, allow_null=True, max_length=MAX_ENTRY_LENGTH
-    )
-
-    def validate_headers(self, value):
-        if len(value) > MAX_HEADERS:
-            raise serializers.ValidationError(f"At most {MAX_HEADERS} headers.")
-        for name in value:
-            if len(name) > MAX_HEADER_NAME or "\x00" in name:
-                raise serializers.ValidationError(
-                    f"Header names are at most {MAX_HEADER_NAME} characters, without NUL."
-                )
-        return value
-
-    def validate_ip(self, value):
-        if value:
-            try:
-                ipaddress.ip_address(value.strip())
-            except ValueError:
-                raise serializers.ValidationError(f"{value!r} is not an IP address.") from None
-            return value.strip()
-        return None
-
-
-class SimulateResponseSerializer(serializers.Serializer):
-    flag = serializers.ChoiceField(choices=["ALL", "PROD", "GRAY"])
-    version = serializers.CharField(allow_null=True)
-    matched = serializers.CharField(allow_null=True)
-    city = serializers.CharField(
-        allow_null=True,
-        help_text="The caller's city as a gateway would find it: `city`, the city header, "
-        "or GeoIP for `ip` (`local` for loopback and private addresses).",
-    )
-    revision = serializers.IntegerField()
-    instances = serializers.ListField(child=serializers.DictField())
-
-
-class ServiceSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    registry = serializers.CharField(allow_null=True)
-    prod_version = serializers.CharField()
-    gray_version = serializers.CharField()
-    override = serializers.DictField(child=serializers.CharField())
-    instances = serializers.DictField(
-        child=serializers.IntegerField(),
-        help_text="How many instances are in each state, and `no_version`: how many of them "
-        "have no version (they take ALL traffic only).",
+class BundleMemberSerializer(serializers.Serializer):
+    service = serializers.CharField(max_length=255)
+    to_version = serializers.CharField(max_length=64)
+    from_version = serializers.CharField(
+        max_length=64, required=False, allow_null=True, default=None
     )
 
 
-class ServiceVersionsSerializer(serializers.Serializer):
-    """PATCH body; validated by releases.documents.normalize_override."""
+class BundleCreateSerializer(serializers.Serializer):
+    """`releases` in dependency order: a service before those that call it."""
 
-    prod_version = serializers.CharField(required=False, allow_null=True)
-    gray_version = serializers.CharField(required=False, allow_null=True)
-    percent = serializers.IntegerField(
-        required=False,
-        allow_null=True,
-        min_value=0,
-        max_value=100,
-        help_text="This service's own sticky percent of users in gray (null: the policy's).",
-    )
-    targeted = serializers.BooleanField(
-        required=False,
-        allow_null=True,
-        help_text="false: the header, IP, city and user rules send none of it to gray.",
-    )
+    name = serializers.CharField(max_length=100)
+    releases = BundleMemberSerializer(many=True)
+    steps = StepSerializer(many=True)
+    analysis = AnalysisSerializer(default=dict)
+
+    validate_steps = ReleaseCreateSerializer.validate_steps
+    validate_analysis = ReleaseCreateSerializer.validate_analysis
+
+    def bundle_fields(self) -> dict:
+        """The validated bundle as bundles.create_bundle() takes it (API and page)."""
+        data = self.validated_data
+        return {
+            "name": data["name"],
+            "members": [dict(member) for member in data["releases"]],
+            "steps": data["steps"],
+            "analysis_settings": data["analysis"],
+        }
+
+
+class BundleSerializer(serializers.ModelSerializer):
+    state = serializers.SerializerMethodField()
+    releases = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ReleaseBundle
+        fields = ["id", "name", "state", "created_by", "created_at", "releases"]
+        read_only_fields = fields
+
+    def _members(self, bundle) -> list[Release]:
+        return list(bundle.releases.order_by("position"))
+
+    def get_state(self, bundle) -> str:
+        return states.common_state([member.state for member in self._members(bundle)])
+
+    @extend_schema_field(ReleaseSerializer(many=True))
+    def get_releases(self, bundle) -> list:
+        return ReleaseSerializer(self._members(bundle), many=True).data

@@ -1,129 +1,451 @@
-"""Use cases on the live document, shared by the API and the dashboard. Each publishes
-through releases.publishing (one locked write path, a revision and an audit entry)."""
+"""Use cases of releases, shared by the API, the pages and the beat job: create, the
+operator's actions, and the analysis of each interval. Every routing change a release makes
+goes through policy.services.set_service_versions (a revision and an audit entry); every
+action and decision is an event on the release's timeline, published live."""
 
-import json
-from collections import Counter
+import time
+from datetime import timedelta
 
-from django.db.models import BooleanField, Count, ExpressionWrapper, Q
+from django.db import IntegrityError, transaction
+from django.dispatch import Signal
+from django.utils import timezone
 
-from registry_sync.models import Instance, Service
-from releases.documents import (
-    check_overrides_still_valid,
-    document_from_policy,
-    effective_versions,
-    normalize_override,
-    policy_of,
-    with_override,
-)
-from releases.models import Revision
-from releases.publishing import PublishResult, publish
-from routing_engine import merge_patch, normalize_policy
+import events
+from audit import log as audit_log
+from gateways.fronting import analysis_standing
+from metrics.samples import Figures
+from metrics.services import window_figures
+from policy.documents import effective_versions
+from policy.publishing import load_state
+from policy.services import set_service_versions
+from registry_sync.models import Service
+from releases import analysis, states
+from releases.models import Release, ReleaseEvent
+from releases.serializers import ReleaseEventSerializer, ReleaseSerializer
+
+# Samples of second t reach the dashboard a second or two later (the gateways report once a
+# second): a window is analysed only once its last second is this old.
+REPORT_LAG_SECONDS = 2
+# Who the audit log and the revisions name for the analysis' own decisions.
+ANALYSIS_ACTOR = "release-analysis"
 
 
-def update_policy(
-    data: dict,
+# Sent after commit with `event` (a ReleaseEvent) when people may want to hear of it; the
+# webhooks listen (releases/apps.py).
+release_event = Signal()
+
+
+class Conflict(Exception):
+    """The release's state (or another release of its service) does not allow this: 409."""
+
+
+class Invalid(Exception):
+    """Bad input, DRF style: field -> messages (400)."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        super().__init__(errors)
+        self.errors = errors
+
+
+def create_release(
     *,
-    partial: bool,
-    actor: str,
-    source: str,
-    expected_revision: int | None,
-    comment: str = "",
-) -> PublishResult:
-    """Replace (or, `partial`, merge-patch) the gray policy. Raises PolicyError with field
-    messages, or StaleRevision when `expected_revision` is not the live one."""
-
-    def change(document):
-        current = policy_of(document)
-        policy = normalize_policy(merge_patch(current, data) if partial else data)
-        check_overrides_still_valid(policy, document["services"])
-        return document_from_policy(policy, document["services"])
-
-    return publish(
-        change,
-        actor=actor,
-        source=source,
-        action="policy.update",
-        object_label="gray policy",
-        audit_view=policy_of,
-        expected_revision=expected_revision,
-        comment=comment,
-    )
-
-
-def set_service_versions(
     service: str,
-    changes: dict,
-    *,
+    to_version: str,
+    from_version: str | None,
+    steps: list[dict],
+    analysis_settings: dict,
     actor: str,
     source: str,
-    expected_revision: int | None = None,
-    comment: str = "",
-) -> PublishResult:
-    """Apply `{"prod_version", "gray_version", "percent", "targeted"}` (null inherits the
-    default) to one service's override. Raises PolicyError or StaleRevision like
-    update_policy."""
+    bundle=None,
+    position: int = 0,
+) -> Release:
+    """A pending release; `from_version` defaults to the service's prod version."""
+    if not Service.objects.filter(name=service).exists():
+        raise Invalid({"service": [f"No service named {service!r}."]})
+    prod, _ = effective_versions(load_state().document, service)
+    from_version = from_version or prod
+    if from_version == to_version:
+        raise Invalid({"to_version": [f"Must differ from the prod version ({from_version})."]})
+    with transaction.atomic():
+        release = Release.objects.create(
+            service=service,
+            from_version=from_version,
+            to_version=to_version,
+            steps=steps,
+            analysis=analysis_settings,
+            created_by=actor,
+            bundle=bundle,
+            position=position,
+        )
+        _audit(release, actor, source, "release.create", None, _audit_view(release))
+        _event(release, "created", {"steps": steps, "analysis": analysis_settings}, actor)
+    return release
 
-    def change(document):
-        return with_override(document, service, normalize_override(document, service, changes))
 
-    return publish(
-        change,
+def act(release_id: int, action: str, *, actor: str, source: str) -> Release:
+    """start, pause, resume, promote, rollback or abort; Conflict when the state forbids it."""
+    with transaction.atomic():
+        release = Release.objects.select_for_update().get(pk=release_id)
+        if release.state not in states.ACTIONS[action]:
+            raise Conflict(
+                f"A release that is {release.state} cannot {action}; allowed: "
+                + (", ".join(states.allowed_actions(release.state)) or "nothing")
+                + "."
+            )
+        before = _audit_view(release)
+        _ACTIONS[action](release, actor, source)
+        _audit(release, actor, source, f"release.{action}", before, _audit_view(release))
+    return release
+
+
+def _start(release: Release, actor: str, source: str) -> None:
+    gray = load_state().document["gray"]
+    if not (gray["enabled"] and gray["routing"]):
+        raise Conflict("Gray routing is off (policy `enabled` and `routing`): turn it on first.")
+    if Release.objects.filter(service=release.service, state__in=states.ACTIVE).exists():
+        raise Conflict(f"Another release of {release.service} is under way.")
+    release.state = states.RUNNING
+    release.step = 0
+    release.failures = 0
+    release.figures = {}
+    _new_step_clock(release)
+    try:
+        with transaction.atomic():
+            release.save()
+    except IntegrityError:
+        raise Conflict(f"Another release of {release.service} is under way.") from None
+    _route_step(release, actor, source)
+    _event(release, "started", {"routing": release.step_label()}, actor)
+
+
+def _pause(release: Release, actor: str, source: str) -> None:
+    release.state = states.PAUSED
+    release.save()
+    _event(release, "paused", {}, actor)
+
+
+def _resume(release: Release, actor: str, source: str) -> None:
+    release.state = states.RUNNING
+    _new_step_clock(release)  # the paused time counts neither as data nor against the deadline
+    release.save()
+    _event(release, "resumed", {}, actor)
+
+
+def _promote(
+    release: Release,
+    actor: str,
+    source: str,
+    detail: dict | None = None,
+    window_start: int | None = None,
+) -> None:
+    release.ready_at_step = None
+    if release.step + 1 < len(release.steps):
+        release.step += 1
+        release.state = states.RUNNING
+        _new_step_clock(release, window_start)
+        release.save()
+        _route_step(release, actor, source)
+        _event(release, "advanced", {**(detail or {}), "routing": release.step_label()}, actor)
+        return
+    release.state = states.PROMOTED
+    release.save()
+    _route(
+        release,
+        {"prod_version": release.to_version, "gray_version": release.from_version},
+        actor,
+        source,
+        f"{release.to_version} is prod",
+    )
+    _event(release, "promoted", {**(detail or {}), "prod_version": release.to_version}, actor)
+
+
+def _finish_back_to_prod(
+    release: Release, state: str, kind: str, actor: str, source: str, detail: dict
+) -> None:
+    was_active = release.state in states.ACTIVE
+    release.state = state
+    release.save()
+    if was_active:
+        _route(
+            release,
+            {"prod_version": release.from_version, "gray_version": release.to_version},
+            actor,
+            source,
+            f"{kind}: every request to {release.from_version}",
+        )
+    _event(release, kind, {**detail, "prod_version": release.from_version}, actor)
+
+
+def _rollback(release: Release, actor: str, source: str, detail: dict | None = None) -> None:
+    _finish_back_to_prod(release, states.ROLLED_BACK, "rolled_back", actor, source, detail or {})
+
+
+def _abort(release: Release, actor: str, source: str) -> None:
+    _finish_back_to_prod(release, states.ABORTED, "aborted", actor, source, {})
+
+
+_ACTIONS = {
+    "start": _start,
+    "pause": _pause,
+    "resume": _resume,
+    "promote": _promote,
+    "rollback": _rollback,
+    "abort": _abort,
+}
+
+
+def _new_step_clock(release: Release, window_start: int | None = None) -> None:
+    """The deadline counts from now; the next window starts at `window_start` (the end of
+    the window just analysed) or now."""
+    release.step_started_at = timezone.now()
+    release.analysed_until = int(time.time()) if window_start is None else window_start
+
+
+def _route_step(release: Release, actor: str, source: str) -> None:
+    step = release.steps[release.step]
+    _route(
+        release,
+        {
+            "prod_version": release.from_version,
+            "gray_version": release.to_version,
+            "percent": 0 if step.get("targeted") else step["percent"],
+            "targeted": True,
+        },
+        actor,
+        source,
+        f"step {release.step + 1} of {len(release.steps)}: {release.step_label()}",
+    )
+
+
+def _route(release: Release, changes: dict, actor: str, source: str, what: str) -> None:
+    """Back to all-prod and promotion both end with `targeted` false and percent 0: nobody
+    reaches the service's gray version until the next release."""
+    changes = {"percent": 0, "targeted": False, **changes}
+    set_service_versions(
+        release.service,
+        changes,
+        actor=actor,
+        source="release",
+        comment=f"Release {release.pk} of {release.service} {release.to_version}: {what}.",
+    )
+
+
+def _audit_view(release: Release) -> dict:
+    return {"state": release.state, "step": release.step}
+
+
+def _audit(release, actor, source, action, before, after) -> None:
+    audit_log.record(
         actor=actor,
         source=source,
-        action="service.versions",
-        object_label=f"service {service}",
-        audit_view=lambda doc: {"override": doc["services"].get(service, {})},
-        expected_revision=expected_revision,
-        comment=comment,
+        action=action,
+        object_label=f"release {release.pk} ({release.service} {release.to_version})",
+        before=before,
+        after=after,
     )
 
 
-def rollback_to(
-    target: Revision, *, actor: str, expected_revision: int | None = None, comment: str = ""
-) -> PublishResult:
-    """Publish revision `target`'s content as a new revision."""
-    document = json.loads(target.content)
-    return publish(
-        lambda _current: document,
-        actor=actor,
-        source="rollback",
-        action="revision.rollback",
-        object_label=f"revision {target.number}",
-        audit_view=lambda doc: doc,
-        expected_revision=expected_revision,
-        comment=comment or f"Rollback to revision {target.number}.",
-        rolled_back_from=target.number,
+def _event(
+    release: Release, kind: str, detail: dict, actor: str, notify: bool = True
+) -> ReleaseEvent:
+    """Record an event, publish it live and (`notify`) tell the webhooks, after commit."""
+    event = ReleaseEvent.objects.create(
+        release=release, kind=kind, step=release.step, detail=detail, actor=actor
     )
+    if notify:
+        transaction.on_commit(lambda: release_event.send_robust(sender=ReleaseEvent, event=event))
+    live = events.ReleaseChanged(
+        {
+            "release": dict(ReleaseSerializer(release).data),
+            "event": dict(ReleaseEventSerializer(event).data),
+        }
+    )
+    transaction.on_commit(lambda: events.publish_best_effort(live))
+    return event
 
 
-# The key of a service's `instances` counts that counts its instances without a version.
-NO_VERSION = "no_version"
+# -- the analysis -----------------------------------------------------------------------------
 
 
-def service_rows(services: list[Service], document: dict) -> list[dict]:
-    """Services as the API and the pages show them: effective versions, the override, and
-    instance counts by state, with `no_version`: how many of them have no version."""
-    counts: dict[int, Counter] = {}
-    for row in (
-        Instance.objects.filter(service__in=services)
-        .values("service_id", "state", bare=ExpressionWrapper(Q(version=None), BooleanField()))
-        .annotate(n=Count("id"))
+def analyse_due(now: float | None = None) -> int:
+    """Analyse every running release whose interval has ended, and fail those past their
+    progress deadline. Answers how many were looked at. Safe to run from several workers:
+    each release is locked, and a window is analysed once."""
+    now = time.time() if now is None else now
+    looked = 0
+    for release_id in Release.objects.filter(state__in=states.ANALYSED).values_list(
+        "pk", flat=True
     ):
-        counted = counts.setdefault(row["service_id"], Counter())
-        counted[row["state"]] += row["n"]
-        if row["bare"]:
-            counted[NO_VERSION] += row["n"]
-    rows = []
-    for service in services:
-        prod, gray = effective_versions(document, service.name)
-        rows.append(
-            {
-                "name": service.name,
-                "registry": service.registry.name if service.registry_id else None,
-                "prod_version": prod,
-                "gray_version": gray,
-                "override": document["services"].get(service.name, {}),
-                "instances": dict(sorted(counts.get(service.pk, Counter()).items())),
-            }
+        with transaction.atomic():
+            release = _lock(release_id)
+            if release.state in states.ANALYSED and analyse(release, now):
+                looked += 1
+    return looked
+
+
+def _lock(release_id: int) -> Release:
+    """Lock a release, and first the other releases of its bundle, always in pk order (a
+    bundle's decision may change them all; one order means no deadlock)."""
+    bundle_id = Release.objects.filter(pk=release_id).values_list("bundle_id", flat=True).get()
+    if bundle_id is not None:
+        list(Release.objects.select_for_update().filter(bundle_id=bundle_id).order_by("pk"))
+    return Release.objects.select_for_update().get(pk=release_id)
+
+
+def _bundle_others(release: Release) -> list[Release]:
+    """The other releases of its bundle still under way, in dependency order."""
+    if release.bundle_id is None:
+        return []
+    return list(
+        Release.objects.filter(bundle_id=release.bundle_id, state__in=states.ACTIVE)
+        .exclude(pk=release.pk)
+        .order_by("position")
+    )
+
+
+def _back_to_prod_together(release: Release, state: str, kind: str) -> None:
+    """A bundle fails as one: its other releases go back to prod, in reverse order."""
+    for other in reversed(_bundle_others(release)):
+        reason = f"{release.service} of the same bundle was {kind.replace('_', ' ')}"
+        _finish_back_to_prod(other, state, kind, ANALYSIS_ACTOR, "release", {"reason": reason})
+
+
+def analyse(release: Release, now: float) -> bool:
+    """One interval of a locked release, if one is due; then the deadline."""
+    settings = analysis.Settings.of(release.analysis)
+    first = release.analysed_until or int(now)
+    last = first + settings.interval_s - 1
+    analysed = False
+    if last + 1 + REPORT_LAG_SECONDS <= now:
+        _judge(release, settings, first, last)
+        analysed = True
+    if (
+        release.state in states.ANALYSED
+        and release.step_started_at is not None
+        and timezone.now() - release.step_started_at > timedelta(seconds=settings.deadline_s)
+    ):
+        _finish_back_to_prod(
+            release,
+            states.FAILED,
+            "failed",
+            ANALYSIS_ACTOR,
+            "release",
+            {"reason": f"no progress past step {release.step + 1} in {settings.deadline_s} s"},
         )
-    return rows
+        _back_to_prod_together(release, states.FAILED, "failed")
+        analysed = True
+    return analysed
+
+
+def _counts(figures) -> analysis.Counts:
+    return analysis.Counts(figures.total, figures.errors, figures.p95())
+
+
+def _trusted_figures(release: Release, first: int, last: int) -> tuple[dict[str, Figures], dict]:
+    """Both versions' figures over [first, last] from the gateways whose figures count now
+    (in sync, fronting the service: gateways/fronting.py), and the detail saying whose."""
+    versions = [release.to_version, release.from_version]
+    reported = window_figures(release.service, versions, first, last)
+    standing = analysis_standing(release.service, reported)
+    used = [name for name, why in standing.items() if why is None]
+    found = {version: Figures() for version in versions}
+    for name in used:
+        for version, figures in reported[name].items():
+            found[version].add(figures.total, figures.errors, figures.histogram or {})
+    ignored = {name: why for name, why in standing.items() if why is not None}
+    return found, {"figures_from": used, "ignored_gateways": ignored}
+
+
+def _judge(release: Release, settings: analysis.Settings, first: int, last: int) -> None:
+    found, whose = _trusted_figures(release, first, last)
+    gray, prod = _counts(found[release.to_version]), _counts(found[release.from_version])
+    so_far = release.figures or {}
+    since_gray = analysis.Counts(**so_far.get("gray", {})).plus(gray)
+    since_prod = analysis.Counts(**so_far.get("prod", {})).plus(prod)
+    verdict = analysis.judge(
+        settings,
+        window_gray=gray,
+        window_prod=prod,
+        since_start_gray=since_gray,
+        since_start_prod=since_prod,
+        failures=release.failures,
+    )
+    release.analysed_until = last + 1
+    release.figures = {
+        "gray": {"total": since_gray.total, "errors": since_gray.errors},
+        "prod": {"total": since_prod.total, "errors": since_prod.errors},
+    }
+    release.failures = verdict.failures
+    detail = {
+        **verdict.detail,
+        "verdict": verdict.outcome,
+        "window_start": first,
+        "window_end": last + 1,
+        "failures": verdict.failures,
+        **whose,
+    }
+    if verdict.outcome == analysis.INSUFFICIENT_DATA:
+        already = release.state == states.INSUFFICIENT_DATA  # notified when it began
+        release.state = states.INSUFFICIENT_DATA
+        release.save()
+        _event(release, "insufficient_data", detail, ANALYSIS_ACTOR, notify=not already)
+        return
+    release.state = states.RUNNING
+    together: list[Release] = [release]
+    if release.bundle_id is not None:
+        if verdict.advances:
+            release.ready_at_step = release.step
+        elif verdict.outcome in (analysis.FAILED, analysis.ROLLBACK):
+            release.ready_at_step = None
+        others = _bundle_others(release)
+        waiting = [o.service for o in others if o.ready_at_step != release.step]
+        if verdict.advances and waiting:
+            detail["waiting_for"] = waiting
+        together = sorted([release, *others], key=lambda r: r.position)
+    release.save()
+    _event(release, "analysis", detail, ANALYSIS_ACTOR)
+    if verdict.outcome == analysis.ROLLBACK:
+        _rollback(release, ANALYSIS_ACTOR, "release", {"reason": detail["reason"]})
+        _back_to_prod_together(release, states.ROLLED_BACK, "rolled_back")
+    elif verdict.advances and not detail.get("waiting_for"):
+        # A bundle advances when all its releases are healthy at this step, in order.
+        for member in together:
+            _promote(
+                member,
+                ANALYSIS_ACTOR,
+                "release",
+                {"reason": detail["reason"]} if member is release else {"reason": "bundle"},
+                window_start=last + 1 if member is release else member.analysed_until,
+            )
+
+
+# Release events drawn on the service chart: the decisions, not every interval's analysis.
+MARKER_KINDS = (
+    "started",
+    "advanced",
+    "paused",
+    "resumed",
+    "insufficient_data",
+    "promoted",
+    "rolled_back",
+    "aborted",
+    "failed",
+)
+
+
+def chart_markers(service: str, since_seconds: int = 86400) -> list[dict]:
+    """`[{"ts", "label"}]` of the service's release decisions in the last day, oldest first."""
+    since = timezone.now() - timedelta(seconds=since_seconds)
+    rows = (
+        ReleaseEvent.objects.filter(release__service=service, kind__in=MARKER_KINDS, at__gte=since)
+        .select_related("release")
+        .order_by("at", "id")[:500]
+    )
+    return [
+        {
+            "ts": event.at.timestamp(),
+            "label": f"release {event.release_id} {event.release.to_version}: {event.kind} "
+            f"(step {event.step + 1})",
+        }
+        for event in rows
+    ]

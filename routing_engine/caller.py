@@ -23,7 +23,7 @@ _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 # Loopback, the private ranges (RFC 1918, unique-local IPv6) and link-local. Not Python's
 # is_private, which also counts the documentation ranges (198.51.100.0/24, ...): those are
 # stand-ins for public addresses.
-_LOCAL_NETWORKS = tuple(
+LOCAL_NETWORKS = tuple(
     ipaddress.ip_network(cidr)
     for cidr in (
         "127.0.0.0/8",
@@ -106,7 +106,7 @@ class CallerResolver:
         address = _address(ip)
         if address is None:
             return None
-        if any(address in network for network in _LOCAL_NETWORKS):
+        if any(address in network for network in LOCAL_NETWORKS):
             return LOCAL_CITY
         if self._reader is None:
             return None

@@ -79,7 +79,7 @@ def service_bucket(service: str, user: str, seed: int | None = None) -> int:
     return zlib.crc32(user.encode("utf-8", "surrogatepass"), seed) % _BUCKETS
 
 
-def _ip_ranges(entries: Iterable[str]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+def ip_ranges(entries: Iterable[str]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Disjoint, sorted, non-adjacent (first, last) address ranges: IPv4, then IPv6."""
     v4: list[ipaddress.IPv4Network] = []
     v6: list[ipaddress.IPv6Network] = []
@@ -204,7 +204,7 @@ class _Rules:
     def __init__(self, policy: Mapping[str, Any]):
         self.header_key = policy["header"]["name"].lower() or None
         self.header_value = policy["header"]["value"]
-        v4_ranges, v6_ranges = _ip_ranges(policy["ips"])
+        v4_ranges, v6_ranges = ip_ranges(policy["ips"])
         self.has_ips = bool(v4_ranges or v6_ranges)
         self.v4_blocks = _v4_blocks(v4_ranges)
         self.v6_bounds = _bounds(v6_ranges)

@@ -6,7 +6,7 @@ gives the lab its own dashboard)."""
 import pytest
 
 from gateways.tests.conftest import make_gateway, server  # noqa: F401
-from tests.gateway_lab import Lab, UpstreamFleet
+from testing.gateway_lab import Lab, UpstreamFleet
 from tests.test_gateway_routing import SEED_RULES
 
 

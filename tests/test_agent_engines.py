@@ -16,9 +16,9 @@ from dataplane.agent.engines import NGINX, EnvoyEngine, NginxEngine, envoy_binar
 from dataplane.agent.ir import Endpoint, compile_document
 from dataplane.agent.site import Site
 from dataplane.gateway.routing import ConfigError
-from tests.agent_lab import ENGINE_MISSING, engines, start_agent
-from tests.gateway_lab import UpstreamFleet
-from tests.processes import free_port
+from testing.agent_lab import ENGINE_MISSING, engines, start_agent
+from testing.gateway_lab import UpstreamFleet
+from testing.processes import free_port
 from tests.test_gateway_routing import SEED_RULES
 
 

@@ -5,7 +5,7 @@ loopback is always `local`; docs/agent.md says where it differs."""
 
 import pytest
 
-from tests.agent_lab import ENGINE_MISSING, installed, start_agent
+from testing.agent_lab import ENGINE_MISSING, installed, start_agent
 from tests.test_gateway_routing import GEOIP_TEST_DB, get
 
 pytestmark = [

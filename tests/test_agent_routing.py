@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from routing_engine import service_bucket, service_seed, user_bucket
-from tests.agent_lab import engines, start_agent
-from tests.gateway_lab import SLOW_SECONDS, SLOW_SUFFIX
+from testing.agent_lab import engines, start_agent
+from testing.gateway_lab import SLOW_SECONDS, SLOW_SUFFIX
 from tests.test_gateway_routing import SEED_RULES, get
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.parametrize("engine", engines())]

@@ -106,7 +106,7 @@ def test_the_policy_itself_refuses_control_characters():
 
 
 def test_a_service_override_refuses_control_characters():
-    from releases.documents import default_document, normalize_override
+    from policy.documents import default_document, normalize_override
     from routing_engine import PolicyError
 
     with pytest.raises(PolicyError) as caught:

@@ -17,9 +17,9 @@ from gateways.models import Generation
 from gateways.tests.conftest import wait_until
 from registry_sync.models import Registry
 from registry_sync.sync import sync_registry
-from tests.agent_lab import engines, start_agent
-from tests.fakes.nacos_fake import FakeNacos
-from tests.gateway_lab import auth
+from testing.agent_lab import engines, start_agent
+from testing.fakes.nacos_fake import FakeNacos
+from testing.gateway_lab import auth
 from tests.test_gateway_routing import SEED_RULES
 
 pytestmark = pytest.mark.django_db(transaction=True)

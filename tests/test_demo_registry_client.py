@@ -6,8 +6,8 @@ import asyncio
 import pytest
 
 from dataplane.registry_client import AccessDenied, Instance, NamingClient, Registration
-from tests.demo_processes import FLEET_PASSWORD, FLEET_USER, fresh_dashboard
-from tests.fakes.nacos_fake import FakeNacos
+from testing.demo_processes import FLEET_PASSWORD, FLEET_USER, fresh_dashboard
+from testing.fakes.nacos_fake import FakeNacos
 
 pytestmark = pytest.mark.asyncio
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.processes import BASE_DIR, django_env
+from testing.processes import BASE_DIR, django_env
 
 PRODUCTION = {
     "DEBUG": "false",

@@ -12,8 +12,8 @@ from django.db import connection
 from django.utils import timezone
 
 from gateways.models import Generation
-from tests.gateway_lab import Lab, UpstreamFleet
-from tests.processes import AsgiServer, database_url, django_env
+from testing.gateway_lab import Lab, UpstreamFleet
+from testing.processes import AsgiServer, database_url, django_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SEED_RULES = {"enabled": True, "routing": True, "header": {"name": "gray", "value": "gray-996"}}

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from tests.gateway_lab import SLOW_SECONDS, SLOW_SUFFIX
+from testing.gateway_lab import SLOW_SECONDS, SLOW_SUFFIX
 from tests.test_gateway_routing import SEED_RULES
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.gateway_lab import HANG_UP, HOP_HEADERS, SHUTTING_DOWN, SILENT
+from testing.gateway_lab import HANG_UP, HOP_HEADERS, SHUTTING_DOWN, SILENT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GEOIP_TEST_DB = Path(__file__).parent / "data" / "geoip" / "GeoIP2-City-Test.mmdb"

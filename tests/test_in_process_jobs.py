@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 
-from tests.processes import BASE_DIR, django_env
+from testing.processes import BASE_DIR, django_env
 
 CHILD = textwrap.dedent(
     """

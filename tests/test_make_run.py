@@ -15,8 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from dataplane.agent.engines import envoy_binary
-from tests.agent_lab import ENGINE_MISSING
-from tests.processes import BASE_DIR, free_port
+from testing.agent_lab import ENGINE_MISSING
+from testing.processes import BASE_DIR, free_port
 
 PORT_VARIABLES = (
     "GATEWAY_PORT",
@@ -96,7 +96,7 @@ def instance_pid(port: str) -> int | None:
             args = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"dataplane.demo.service" in args and port.encode() in args:
+        if b"demo.service" in args and port.encode() in args:
             index = args.index(port.encode())
             if index > 0 and args[index - 1] == b"--port":
                 return int(entry.name)

@@ -20,7 +20,7 @@ def test_readyz_is_ready_when_database_broker_and_layer_answer(client):
 
 @pytest.mark.django_db
 def test_readyz_names_a_broker_that_does_not_answer_to_staff(client, settings, admin_user):
-    from tests.processes import free_port
+    from testing.processes import free_port
 
     settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
     response = client.get("/readyz")

@@ -16,8 +16,8 @@ from django.db import connection
 
 from accounts.models import ApiToken
 from registry_sync.models import UNREACHABLE
-from tests.fakes.nacos_fake import FakeNacos
-from tests.processes import AsgiServer, database_url, django_env
+from testing.fakes.nacos_fake import FakeNacos
+from testing.processes import AsgiServer, database_url, django_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NAME = "nacos.graylane.test"

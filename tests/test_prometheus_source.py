@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from gateways.tests.conftest import wait_until
-from tests.gateway_lab import FAIL_SUFFIX, SLOW_SECONDS, SLOW_SUFFIX
-from tests.processes import PROMETHEUS, PrometheusProcess, free_port
+from testing.gateway_lab import FAIL_SUFFIX, SLOW_SECONDS, SLOW_SUFFIX
+from testing.processes import PROMETHEUS, PrometheusProcess, free_port
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

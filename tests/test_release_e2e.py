@@ -16,9 +16,9 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from rollouts.models import Release
-from tests.gateway_lab import FAILING_FIFTH, OK, auth
-from tests.processes import AsgiServer, CeleryWorker, database_url, django_env
+from releases.models import Release
+from testing.gateway_lab import FAILING_FIFTH, OK, auth
+from testing.processes import AsgiServer, CeleryWorker, database_url, django_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

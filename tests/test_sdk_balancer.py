@@ -1,5 +1,5 @@
 """dataplane/sdk/balancer.py: instances from a Nacos registry (the contract fake, over HTTP),
-real upstream servers on loopback (tests/gateway_lab.py's), picked by the request's flag
+real upstream servers on loopback (testing/gateway_lab.py's), picked by the request's flag
 with the gateway's engine."""
 
 import asyncio
@@ -10,8 +10,8 @@ import pytest
 from dataplane.registry_client import NamingClient
 from dataplane.sdk.balancer import NoInstance, ServiceBalancer
 from dataplane.sdk.flag import use_flag
-from tests.fakes.nacos_fake import FakeNacos
-from tests.gateway_lab import OK, SHUTTING_DOWN, UpstreamFleet
+from testing.fakes.nacos_fake import FakeNacos
+from testing.gateway_lab import OK, SHUTTING_DOWN, UpstreamFleet
 
 pytestmark = pytest.mark.asyncio
 

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from graylane.wsgi_in_asgi import WsgiInAsgi, environ
-from tests.processes import BASE_DIR, AsgiServer, database_url, django_env
+from testing.processes import BASE_DIR, AsgiServer, database_url, django_env
 
 
 def scope(**overrides) -> dict:

@@ -24,10 +24,10 @@ from accounts.permissions import RolePermission
 from accounts.roles import ADMIN, OPERATOR, SERVICE, VIEWER
 from gateways.models import Gateway
 from gateways.protocol.views import GatewayEndpoint
+from policy.publishing import load_state
 from registry_sync.api_views import MayReportLifecycle
 from registry_sync.models import Instance, Registry, Service
-from releases.publishing import load_state
-from rollouts.models import Release, ReleaseBundle
+from releases.models import Release, ReleaseBundle
 
 GATEWAY_NAME = "edge"
 

@@ -13,22 +13,22 @@ from django.db.migrations.executor import MigrationExecutor
 from accounts.secret_fields import SecretUnreadable
 from gateways.models import Gateway
 from registry_sync.models import Registry
-from rollouts.models import Webhook
-from tests.processes import BASE_DIR, database_url, django_env
+from releases.models import Webhook
+from testing.processes import BASE_DIR, database_url, django_env
 
 OLD_KEY = "Z3JheWxhbmUtVEVTVC1PTkxZLWZlcm5ldC1rZXktMDA="  # the test settings' key
 NEW_KEY = "Z3JheWxhbmUtVEVTVC1PTkxZLWZlcm5ldC1rZXktMDE="
 MIGRATIONS = [
     ("gateways", "0005_encrypt_secrets"),
     ("registry_sync", "0007_encrypt_password"),
-    ("rollouts", "0004_encrypt_webhook_secret"),
+    ("releases", "0004_encrypt_webhook_secret"),
 ]
 READ_BACK = """
 import json, django
 django.setup()
 from gateways.models import Gateway
 from registry_sync.models import Registry
-from rollouts.models import Webhook
+from releases.models import Webhook
 gateway = Gateway.objects.get(name="edge")
 print(json.dumps({"push_secret": gateway.push_secret, "nacos_password": gateway.nacos_password,
                   "registry_password": Registry.objects.get(name="nacos").password,
@@ -109,7 +109,7 @@ def test_secrets_are_read_back_by_a_new_process_and_not_stored_in_clear(stored):
         raw("gateways_gateway", "push_secret", "edge"),
         raw("gateways_gateway", "nacos_password", "edge"),
         raw("registry_sync_registry", "password", "nacos"),
-        raw("rollouts_webhook", "secret", "chat"),
+        raw("releases_webhook", "secret", "chat"),
     ]
     for column, secret in zip(columns, stored.values(), strict=True):
         assert secret not in column
@@ -173,7 +173,7 @@ def test_the_migrations_encrypt_the_secrets_stored_before_them():
     old.get_model("registry_sync", "Registry").objects.create(
         name="old-nacos", kind="nacos", base_url="http://127.0.0.1:8848/nacos", password="old-pw"
     )
-    old.get_model("rollouts", "Webhook").objects.create(
+    old.get_model("releases", "Webhook").objects.create(
         name="old-hook", url="http://127.0.0.1:9/hook", secret="old-hook-secret"
     )
     try:
@@ -192,7 +192,7 @@ def test_the_migrations_encrypt_the_secrets_stored_before_them():
     assert "old-nacos-pw" not in raw("gateways_gateway", "nacos_password", "old-edge")
     assert "old-pw" not in raw("registry_sync_registry", "password", "old-nacos")
     assert Webhook.objects.get(name="old-hook").secret == "old-hook-secret"
-    assert "old-hook-secret" not in raw("rollouts_webhook", "secret", "old-hook")
+    assert "old-hook-secret" not in raw("releases_webhook", "secret", "old-hook")
 
 
 @pytest.mark.django_db(transaction=True)

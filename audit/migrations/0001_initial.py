@@ -2,12 +2,12 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    """The audit log moved here from `releases`: its table is taken over as it is (state
-    only), then renamed to this app's name."""
+    """The audit log moved here from the app then named `releases` (now `policy`): its table
+    is taken over as it is (state only), then renamed to this app's name."""
 
     initial = True
 
-    dependencies = [("releases", "0001_initial")]
+    dependencies = [("policy", "0001_initial")]
 
     operations = [
         migrations.SeparateDatabaseAndState(

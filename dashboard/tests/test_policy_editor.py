@@ -2,10 +2,10 @@ import pytest
 
 from audit.models import AuditEntry
 from dashboard.forms import PolicyForm
-from releases.documents import policy_of
-from releases.models import PolicyState, Revision
-from releases.publishing import load_state
-from releases.services import update_policy
+from policy.documents import policy_of
+from policy.models import PolicyState, Revision
+from policy.publishing import load_state
+from policy.services import update_policy
 
 pytestmark = pytest.mark.django_db
 

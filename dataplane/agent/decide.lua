@@ -289,10 +289,20 @@ local function answer(handle, status, detail)
     '{"detail": "' .. detail .. '"}')
 end
 
+-- The request line, "METHOD target HTTP/1.1", over its limit: Envoy has no setting for it
+-- (the connection manager counts the headers and their bytes). Measured once the whole head
+-- is read (at most 64 KiB), so the connection can go on after the answer.
+local function line_too_long(headers, path)
+  return #path > REQUEST_LINE_LIMIT - 32 and
+    #(headers:get(":method") or "") + #path + 10 > REQUEST_LINE_LIMIT
+end
+
 function envoy_on_request(handle)
   local headers = handle:headers()
+  local path = headers:get(":path") or "/"
+  if line_too_long(headers, path) then return answer(handle, "414", LINE_TOO_LONG) end
   headers:remove("x-graylane-pool")  -- only the decision picks a pool
-  local name = service_of(headers:get(":path") or "/")
+  local name = service_of(path)
   local route = name and SERVICES[name]
   if not route then return answer(handle, "404", "no such service") end
   strip_gray_baggage(headers)

@@ -9,6 +9,9 @@
 * RDS: the decision is a Lua filter whose code and data come with the route configuration
   (decide.lua, with the generation's rules as tables); it sets `X-Gray-Status` (replacing a
   client's) and the pool header that the route's `cluster_header` follows.
+* The limits of a request head (dataplane/gateway/limits.py): the connection manager counts
+  the headers and their bytes (431), the Lua filter measures the request line (414). Envoy
+  has no limit of one header (docs/agent.md says why the filter does not measure each).
 """
 
 from __future__ import annotations
@@ -20,6 +23,12 @@ from typing import Any
 
 from dataplane.agent.ir import Generation
 from dataplane.agent.site import Ranges, Site, local_ranges, trusted_ranges
+from dataplane.gateway.limits import (
+    HEADER_COUNT_LIMIT,
+    HEADERS_LIMIT,
+    LINE_TOO_LONG,
+    REQUEST_LINE_LIMIT,
+)
 from routing_engine import service_seed
 
 ROUTE_CONFIG = "graylane"
@@ -96,6 +105,8 @@ def bootstrap(site: Site) -> dict[str, Any]:
         "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
         {
             "stat_prefix": "graylane",
+            "max_request_headers_kb": HEADERS_LIMIT >> 10,
+            "common_http_protocol_options": {"max_headers_count": HEADER_COUNT_LIMIT},
             "use_remote_address": True,
             "skip_xff_append": True,
             "rds": {
@@ -324,6 +335,8 @@ def lua_source(generation: Generation, site: Site) -> str:
         f"local USER_KEY = {lua_string(rules.user_header)}",
         f"local CITY_KEY = {lua_string(rules.city_header)}",
         f"local GEO_HEADER = {lua_string(GEO_HEADER)}",
+        f"local REQUEST_LINE_LIMIT = {REQUEST_LINE_LIMIT}",
+        f"local LINE_TOO_LONG = {lua_string(LINE_TOO_LONG)}",
         f"local IPS = {_lua_ranges((rules.v4, rules.v6))}",
         f"local TRUSTED = {_lua_ranges(trusted_ranges(site))}",
         f"local LOCAL = {_lua_ranges(local_ranges())}",

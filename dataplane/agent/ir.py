@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from dataplane.gateway.routing import RoutingTable
 from routing_engine import ALL, GRAY, PROD, service_routing
-from routing_engine.matcher import _ip_ranges
+from routing_engine.matcher import ip_ranges
 from routing_engine.records import Skipped
 
 FLAGS = (PROD, GRAY, ALL)
@@ -98,7 +98,7 @@ def compile_document(
         body, previous.table if previous is not None else None, prod_fallback
     )
     policy = table.policy
-    v4, v6 = _ip_ranges(policy["ips"])
+    v4, v6 = ip_ranges(policy["ips"])
     rules = Rules(
         enabled=bool(policy["enabled"]),
         header_name=policy["header"]["name"].lower(),

@@ -15,6 +15,12 @@ from collections.abc import Iterable
 
 from dataplane.agent.ir import Generation, Rules, ServiceRoute
 from dataplane.agent.site import Ranges, Site, local_ranges, trusted_ranges
+from dataplane.gateway.limits import (
+    HEADER_LIMIT,
+    HEADERS_LIMIT,
+    HEADERS_TOO_LARGE,
+    REQUEST_LINE_LIMIT,
+)
 
 GEOIP2_MODULE = "/usr/lib/nginx/modules/ngx_http_geoip2_module.so"
 TEMP_PATHS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
@@ -72,6 +78,15 @@ def render_nginx(generation: Generation, site: Site) -> str:
     emit("  map_hash_max_size 262144;")
     emit("  map_hash_bucket_size 512;")
     emit("  keepalive_requests 100000;")
+    # No body limit (nginx's default is 1 MiB): the Python gateway and Envoy take any size.
+    # Bodies up to 2 MiB are held in memory (and so retried on another instance); larger
+    # ones go to <workdir>/client_body, which nginx's workers must be able to write.
+    emit("  client_max_body_size 0;")
+    emit("  client_body_buffer_size 2m;")
+    # The head's lines in 8 KiB buffers, 64 KiB of them: a longer line is refused (a request
+    # line 414, a header 494, answered 431 below), and so is a head that fills them all.
+    line_buffer = max(REQUEST_LINE_LIMIT, HEADER_LIMIT)
+    emit(f"  large_client_header_buffers {HEADERS_LIMIT // line_buffer} {line_buffer >> 10}k;")
     emit(
         '  log_format graylane escape=json \'{"service":"$graylane_service",'
         '"flag":"$graylane_flag","upstream":"$upstream_addr","status":"$status",'
@@ -116,6 +131,14 @@ def render_nginx(generation: Generation, site: Site) -> str:
     emit("    location / {")
     emit("      default_type application/json;")
     emit('      return 404 \'{"detail": "no such service"}\';')
+    emit("    }")
+    # nginx answers headers over the limits 400 (its 494, whose reason only its log says):
+    # 431 here, as the other engines answer. A request line over them gets nginx's own 414
+    # (an error page cannot lead a request without a parsed line to a location).
+    emit("    error_page 494 =431 @headers_too_large;")
+    emit("    location @headers_too_large {")
+    emit("      default_type application/json;")
+    emit(f'      return 431 \'{{"detail": "{HEADERS_TOO_LARGE}"}}\';')
     emit("    }")
     for index, route in enumerate(generation.routes):
         _location(emit, route, index, site, rules.enabled)

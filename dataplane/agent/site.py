@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from routing_engine import parse_networks
-from routing_engine.caller import _LOCAL_NETWORKS
-from routing_engine.matcher import _ip_ranges
+from routing_engine.caller import LOCAL_NETWORKS
+from routing_engine.matcher import ip_ranges
 
 Ranges = tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]
 
@@ -38,7 +38,7 @@ class Site:
 def network_ranges(networks) -> Ranges:
     """Disjoint sorted (first, last) ranges of IPv4 (IPv4-mapped IPv6 included) and IPv6,
     merged as the engine merges the policy's IP rules."""
-    v4, v6 = _ip_ranges(str(network) for network in networks)
+    v4, v6 = ip_ranges(str(network) for network in networks)
     return tuple(v4), tuple(v6)
 
 
@@ -48,4 +48,4 @@ def trusted_ranges(site: Site) -> Ranges:
 
 def local_ranges() -> Ranges:
     """Loopback, private and link-local: the city `local` (routing_engine.caller)."""
-    return network_ranges(_LOCAL_NETWORKS)
+    return network_ranges(LOCAL_NETWORKS)

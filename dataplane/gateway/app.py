@@ -1,5 +1,6 @@
 """The gateway process: the proxy's server, its configuration client, the metric reporter
-and the upstream pool's housekeeping, on one uvloop event loop."""
+and the housekeeping (the upstream pool's idle connections, the heap's free memory), on one
+uvloop event loop."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import logging
 import signal
 
 from dataplane.gateway.config_client import ConfigClient, dashboard_client
+from dataplane.gateway.heap import keep_giving_back_free_heap
 from dataplane.gateway.metrics import Metrics
 from dataplane.gateway.options import Options
 from dataplane.gateway.proxy import ClientConnection, Context
@@ -104,6 +106,7 @@ async def serve(options: Options) -> None:
             loop.create_task(config.run()),
             loop.create_task(reporter.run()),
             loop.create_task(_housekeeping(context.pool)),
+            loop.create_task(keep_giving_back_free_heap()),
         ]
         await stop.wait()
         log.info("Gateway stopping.")

@@ -15,6 +15,9 @@ not be made (nothing was sent), when an instance answers with the shutting-down 
 only, when the connection broke after the request was sent and before any byte of an
 answer. A request whose body was too large to keep for a second sending is not retried
 once any of it went out.
+
+Limits (limits.py, docs/gateway.md): a request head over them is answered 414 or 431 as soon
+as the byte that crosses one arrives, never read to its end, and the connection is closed.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
+from typing import NoReturn
 
 import httptools
 
@@ -40,7 +44,16 @@ from dataplane.gateway.headers import (
     strip_gray_baggage,
     without_listed,
 )
+from dataplane.gateway.limits import (
+    HEADER_COUNT_LIMIT,
+    HEADER_LIMIT,
+    HEADERS_LIMIT,
+    HEADERS_TOO_LARGE,
+    LINE_TOO_LONG,
+    REQUEST_LINE_LIMIT,
+)
 from dataplane.gateway.metrics import Metrics
+from dataplane.gateway.replay import KeptBody, ReplayBudget
 from dataplane.gateway.routing import Instance, RoutingTable, Service
 from dataplane.gateway.upstream import (
     BrokeBeforeAnswer,
@@ -55,11 +68,24 @@ from routing_engine.balancer import Prepared
 log = logging.getLogger(__name__)
 
 IDEMPOTENT = frozenset((b"GET", b"HEAD", b"OPTIONS", b"TRACE", b"PUT", b"DELETE"))
-# Request bodies up to this size are kept until answered, so that they can be sent again
-# to another instance; a longer one is streamed through and not retried once sent.
-REPLAY_LIMIT = 1 << 20
 # Body bytes waiting for an upstream connection before the client is asked to pause.
 PENDING_LIMIT = 1 << 18
+# httptools hands over a header only once it is whole. So a head still unfinished, or its
+# line in progress, is also measured as it arrives, and refused once longer than any within
+# the limits can be: the separators the limits do not count (colon, spaces, line ends) with
+# room to spare included.
+_SLACK = 64
+_LINE_GUARD = max(REQUEST_LINE_LIMIT, HEADER_LIMIT) + _SLACK
+_HEAD_GUARD = REQUEST_LINE_LIMIT + HEADERS_LIMIT + 4 * HEADER_COUNT_LIMIT + _SLACK
+_TARGET_NEAR_LIMIT = REQUEST_LINE_LIMIT - 32  # llhttp's longest method, UNSUBSCRIBE, has 11
+_LINE_TOO_LONG = LINE_TOO_LONG.encode()
+_TOO_LARGE = HEADERS_TOO_LARGE.encode()
+# A refused connection is closed once the client stops sending, or has sent this much more,
+# or this long has passed: what it still sends is read and dropped meanwhile (nginx's
+# lingering close). A connection closed with data unread is reset, and the answer may be
+# lost with it.
+LINGER_BYTES = 1 << 20
+LINGER_SECONDS = 2.0
 NO_VERSION = "none"
 _FLAG_BYTES = {flag: flag.encode() for flag in FLAGS}
 _DOT_SEGMENT = re.compile(rb"/\.\.?(?:/|$)")
@@ -78,6 +104,7 @@ class Context:
     idle_timeout: float
     # (path) -> (status, content type, body) for the gateway's own pages, or None.
     admin: Callable[[bytes, RoutingTable | None], tuple[int, bytes, bytes] | None]
+    replay: ReplayBudget = field(default_factory=ReplayBudget)
 
 
 def _frame_chunk(data: bytes) -> bytes:
@@ -86,6 +113,34 @@ def _frame_chunk(data: bytes) -> bytes:
 
 class _Retry(Exception):
     """The instance answered with the shutting-down marker."""
+
+
+class _Refused(Exception):
+    """Raised from a parser callback, it stops the parser at the byte that crossed a limit."""
+
+
+class _Lingering(asyncio.Protocol):
+    """A refused connection once its answer is written: the gateway's side is closed, and
+    what the client still sends is read and dropped until the client closes its side,
+    LINGER_BYTES more have come or LINGER_SECONDS have passed."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+        self.left = LINGER_BYTES
+        self.timer = asyncio.get_running_loop().call_later(LINGER_SECONDS, transport.close)
+        transport.write_eof()  # the answer is all: the client sees its end
+        transport.resume_reading()
+
+    def data_received(self, data: bytes) -> None:
+        self.left -= len(data)
+        if self.left < 0:
+            self.transport.close()
+
+    def eof_received(self) -> bool:
+        return False  # closes the transport
+
+    def connection_lost(self, exc) -> None:
+        self.timer.cancel()
 
 
 class Exchange:
@@ -104,8 +159,7 @@ class Exchange:
         "body_framing",
         "pending",
         "pending_size",
-        "sent",
-        "sent_size",
+        "kept",
         "replayable",
         "body_done",
         "upstream",
@@ -162,8 +216,7 @@ class Exchange:
                 self.body_framing = b"length"
         self.pending: list[bytes] = []  # framed body bytes not yet sent upstream
         self.pending_size = 0
-        self.sent: list[bytes] = []  # framed body bytes sent, kept for a second sending
-        self.sent_size = 0
+        self.kept: KeptBody | None = None  # framed body bytes sent, for a second sending
         self.replayable = True
         self.body_done = False
         self.upstream: UpstreamConnection | None = None
@@ -217,12 +270,21 @@ class Exchange:
     def _keep(self, data: bytes) -> None:
         if not self.replayable:
             return
-        self.sent_size += len(data)
-        if self.sent_size > REPLAY_LIMIT:
-            self.replayable = False
-            self.sent = []
-        else:
-            self.sent.append(data)
+        kept = self.kept
+        if kept is None:
+            kept = self.kept = KeptBody(self.client.context.replay)
+        self.replayable = kept.keep(data)
+
+    def forget_sent(self) -> None:
+        """The request will not be sent again: what was kept of its body goes."""
+        self.replayable = False
+        if self.kept is not None:
+            self.kept.drop()
+
+    def send_again(self) -> None:
+        """What went out of the body goes first on the next sending (kept again as it goes)."""
+        if self.kept is not None and self.kept.size:
+            self.pending.insert(0, self.kept.take())
 
     def can_send_again(self) -> bool:
         """Whether all of the body that went out is still at hand."""
@@ -235,6 +297,8 @@ class Exchange:
             self._attempt_over(_Retry())
             return
         self._attempt_over(None)
+        if self.kept is not None:
+            self.forget_sent()  # answered: never sent again
         self.status = status
         out = self.out  # joined with the first piece of the body (flush)
         out.append(b"HTTP/1.1 %d %b\r\n" % (status, reason or _REASONS.get(status, b"Unknown")))
@@ -314,6 +378,8 @@ class Exchange:
         """The client went away."""
         self._detach()
         self.attempting = False
+        if self.kept is not None:
+            self.forget_sent()
 
 
 class ClientConnection(asyncio.Protocol):
@@ -340,6 +406,17 @@ class ClientConnection(asyncio.Protocol):
         self._idle_since: float | None = None  # None: a request is being read or answered
         self._paused_by: set[int] = set()
         self._closing = False
+        # The head being read, for the limits. It is open from the connection's start, and
+        # from each message's end to the end of the next one's headers; `_heads` counts
+        # those that ended. Of an open head: how many bytes, and of its line in progress,
+        # earlier data brought; the header bytes and headers it may still have.
+        self._head_open = True
+        self._heads = 0
+        self._head_received = 0
+        self._line_received = 0
+        self._header_room = HEADERS_LIMIT
+        self._headers_left = HEADER_COUNT_LIMIT
+        self._refusal: tuple[int, bytes] | None = None
 
     # asyncio.Protocol
     def connection_made(self, transport) -> None:
@@ -354,6 +431,7 @@ class ClientConnection(asyncio.Protocol):
         self._arm_idle()
 
     def data_received(self, data: bytes) -> None:
+        heads = self._heads if self._head_open else -1
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -361,12 +439,10 @@ class ClientConnection(asyncio.Protocol):
             # nothing after it on this connection is read.
             self._closing = True
         except httptools.HttpParserError:
-            self._to_serve = None
-            if self.parsing is None and not self.queue:
-                self._answer_and_close(400, b"A malformed HTTP request.")
-            else:
-                self._close()
+            self._refuse(*(self._refusal or (400, b"A malformed HTTP request.")))
             return
+        if heads == self._heads:
+            self._head_arrived(data)
         exchange = self._to_serve
         if exchange is not None:
             # Served once the parser is done with this data: its body may follow the head in
@@ -375,6 +451,10 @@ class ClientConnection(asyncio.Protocol):
             self._serve(exchange)
 
     def connection_lost(self, exc) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        """Nothing more is read or written for this connection's requests."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -382,6 +462,9 @@ class ClientConnection(asyncio.Protocol):
             exchange.abort()
         self.queue.clear()
         self.transport = None
+        # The parser holds this protocol's callbacks: without it, what the connection held
+        # goes now, by reference counting, not at some later full collection.
+        del self.parser
 
     def pause_writing(self) -> None:
         if self.queue and self.queue[0].upstream is not None:
@@ -403,11 +486,26 @@ class ClientConnection(asyncio.Protocol):
         table = self.context.table
         self._watched = REQUEST_HANDLED if table is None else table.watched_headers
         self._connection = False
+        self._header_room = HEADERS_LIMIT
+        self._headers_left = HEADER_COUNT_LIMIT
 
     def on_url(self, url: bytes) -> None:
-        self._url += url
+        # httptools hands the target over in pieces as they arrive: a long one is refused at
+        # its first piece over the limit.
+        target = self._url = self._url + url
+        # The line is the method, a space, the target, a space and "HTTP/1.1"; the method is
+        # asked for only when the target comes near the limit.
+        if len(target) > _TARGET_NEAR_LIMIT and (
+            len(self.parser.get_method()) + len(target) + 10 > REQUEST_LINE_LIMIT
+        ):
+            self._refuse_head(414, _LINE_TOO_LONG)
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        size = len(name) + len(value)
+        room = self._header_room = self._header_room - size
+        left = self._headers_left = self._headers_left - 1
+        if size > HEADER_LIMIT or room < 0 or left < 0:
+            self._refuse_head(431, _TOO_LARGE)
         # Sorted as parsed, by one set lookup: most headers become lines to pass on at once,
         # with no second pass over them (the prefix test is the Proxy-* family).
         name = name.lower()
@@ -419,6 +517,9 @@ class ClientConnection(asyncio.Protocol):
             self._plain += (name, b": ", value, b"\r\n")
 
     def on_headers_complete(self) -> None:
+        self._head_open = False
+        self._heads += 1
+        self._head_received = self._line_received = 0
         self._cancel_idle()
         plain = self._plain
         listed = NOTHING
@@ -440,9 +541,34 @@ class ClientConnection(asyncio.Protocol):
             self.parsing.body(body)
 
     def on_message_complete(self) -> None:
+        self._head_open = True
         if self.parsing is not None:
             self.parsing.body_end()
             self.parsing = None
+
+    # limits
+    def _refuse_head(self, status: int, detail: bytes) -> NoReturn:
+        self._refusal = (status, detail)
+        raise _Refused
+
+    def _head_arrived(self, data: bytes) -> None:
+        """`data` is all of a head not over yet: refused once it, or its line in progress,
+        is longer than any within the limits can be."""
+        received = self._head_received + len(data)
+        newline = data.rfind(b"\n")
+        line = self._line_received + len(data) if newline < 0 else len(data) - newline - 1
+        if received > _HEAD_GUARD or line > _LINE_GUARD:
+            self._refuse(431, _TOO_LARGE)
+        self._head_received, self._line_received = received, line
+
+    def _refuse(self, status: int, detail: bytes) -> None:
+        """The parser cannot go on: the request is answered why, unless an earlier one is
+        being answered, and the connection closed."""
+        self._to_serve = None
+        if self.parsing is None and not self.queue:
+            self._answer_and_close(status, detail)
+        else:
+            self._close()
 
     # flow control: reading pauses while any exchange asks it to
     def pause_reading_for(self, exchange: Exchange) -> None:
@@ -633,9 +759,7 @@ class ClientConnection(asyncio.Protocol):
         """Send the request (what arrived of its body so far; the rest follows as it comes)
         and wait, by callbacks, for the head of the answer."""
         assert exchange.instance is not None
-        if exchange.sent:
-            exchange.pending[:0] = exchange.sent
-            exchange.sent, exchange.sent_size = [], 0
+        exchange.send_again()
         upstream.begin(exchange, head_request=exchange.method == b"HEAD")
         exchange.upstream = upstream
         exchange.metric_version = exchange.instance.version or NO_VERSION
@@ -718,6 +842,8 @@ class ClientConnection(asyncio.Protocol):
 
     def finished(self, exchange: Exchange) -> None:
         """The answer to the first queued request is complete."""
+        if exchange.kept is not None:
+            exchange.forget_sent()
         now = self.loop.time()
         if exchange.service:
             error = exchange.failed or exchange.status >= 500
@@ -746,7 +872,11 @@ class ClientConnection(asyncio.Protocol):
             b"HTTP/1.1 %d %b\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
             b"connection: close\r\n\r\n%b" % (status, _REASONS[status], len(body), body)
         )
-        self._close()
+        self._closing = True
+        transport = self.transport
+        if transport is not None:
+            self._release()
+            transport.set_protocol(_Lingering(transport))
 
     def _close(self) -> None:
         self._closing = True

@@ -141,6 +141,9 @@ class UpstreamConnection(asyncio.Protocol):
         self.closed = True
         self.pool.forget(self)
         self._ended(exc)
+        # The parser holds this protocol's callbacks: without it, the connection goes now, by
+        # reference counting, not at some later full collection.
+        del self.parser
 
     def pause_writing(self) -> None:
         if self.sink is not None:

@@ -21,6 +21,7 @@ A long poll whose client goes away is cancelled at once, as Django would.
 import asyncio
 import functools
 import io
+import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -36,6 +37,7 @@ from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.urls import reverse
 
+from events.outages import RETRY_AFTER_SECONDS, unavailable, unavailable_detail
 from gateways.protocol import endpoints
 from gateways.protocol.endpoints import Answer
 
@@ -213,6 +215,20 @@ async def _send(send, answer: Answer, secure: bool) -> None:
     await send({"type": "http.response.body", "body": answer.body})
 
 
+def _failed(scope, exc: Exception) -> Answer:
+    """503 while the database or Redis is unavailable (as graylane.outages answers the rest:
+    the gateway calls again; an ack is idempotent), else 500."""
+    cause = unavailable(exc)
+    if cause is None:
+        log.exception("Gateway call %s %s failed.", scope["method"], scope["path"])
+        return SERVER_ERROR
+    method, path = scope["method"], scope["path"]
+    log.warning("Gateway call %s %s: 503, %s is unavailable (%s).", method, path, cause, exc)
+    body = json.dumps({"detail": unavailable_detail(cause, writes=method == "POST")})
+    headers = {"Content-Type": "application/json", "Retry-After": str(RETRY_AFTER_SECONDS)}
+    return Answer(503, body.encode(), headers)
+
+
 def with_gateway_endpoints(django_app):
     """The ASGI app for HTTP: gateway endpoints answered here, the rest by `django_app`."""
 
@@ -227,9 +243,8 @@ def with_gateway_endpoints(django_app):
             answer = _refusal(scope, headers, secure)
             if answer is None:
                 answer = await _serve(*call, scope, receive, headers)
-        except Exception:
-            log.exception("Gateway call %s %s failed.", scope["method"], scope["path"])
-            answer = SERVER_ERROR
+        except Exception as exc:
+            answer = _failed(scope, exc)
         if answer is not None:
             await _send(send, answer, secure)
 

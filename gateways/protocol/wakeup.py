@@ -17,6 +17,7 @@ import redis
 import redis.asyncio as aioredis
 from django.conf import settings
 
+from events.after_commit import best_effort
 from gateways.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -78,14 +79,15 @@ watch = GenerationWatch()
 
 
 def on_generation_made(sender, snapshot: Snapshot, **kwargs) -> None:
-    """After a bump committed, in the process that made it."""
+    """After a bump committed, in the process that made it: this process's pollers at
+    once, the other processes' through Redis, best effort (a relay that missed it also
+    re-checks when it reconnects: RedisRelay)."""
     watch.announce(snapshot)
     if settings.REDIS_URL:
-        try:
-            _redis().publish(settings.GATEWAY_WAKEUP_CHANNEL, str(snapshot.number))
-        except Exception:
-            # Web servers whose relay missed this re-check on reconnecting (RedisRelay).
-            log.exception("Could not announce generation %s on Redis.", snapshot.number)
+        best_effort(
+            lambda: _redis().publish(settings.GATEWAY_WAKEUP_CHANNEL, str(snapshot.number)),
+            f"announcing generation {snapshot.number} on Redis",
+        )
 
 
 _redis_client = None

@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 
 from gateways.models import Gateway
-from tests.processes import AsgiServer, database_url, django_env
+from testing.processes import AsgiServer, database_url, django_env
 
 
 def wait_until(predicate, timeout: float = 10.0, what: str = "the condition"):

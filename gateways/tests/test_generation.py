@@ -16,10 +16,10 @@ from rest_framework.test import APIClient
 import events
 from gateways import generation, status_updates
 from gateways.models import Generation
+from policy.documents import with_override
+from policy.publishing import publish
 from registry_sync.models import Instance, Service
 from registry_sync.signals import routable_instances_changed
-from releases.documents import with_override
-from releases.publishing import publish
 from routing_engine import canonical_json, checksum
 
 pytestmark = pytest.mark.django_db

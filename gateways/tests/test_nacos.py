@@ -9,7 +9,7 @@ import yaml
 from gateways import generation, yaml_layout
 from gateways.models import Gateway
 from gateways.tests.conftest import wait_until
-from tests.fakes.nacos_config_fake import FakeNacosConfig
+from testing.fakes.nacos_config_fake import FakeNacosConfig
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

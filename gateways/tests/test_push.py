@@ -9,7 +9,7 @@ from django.utils import timezone
 from gateways import delivery, generation
 from gateways.models import Gateway
 from gateways.tests.conftest import wait_until
-from tests.fakes.receiver import PushReceiver
+from testing.fakes.receiver import PushReceiver
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

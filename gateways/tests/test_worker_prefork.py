@@ -11,8 +11,8 @@ from django.db import connection
 from gateways import generation
 from gateways.models import Gateway
 from gateways.tests.conftest import wait_until
-from tests.fakes.receiver import PushReceiver
-from tests.processes import CeleryWorker, database_url, django_env
+from testing.fakes.receiver import PushReceiver
+from testing.processes import CeleryWorker, database_url, django_env
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from outbound import DEFAULT_POLICY, AddressRefused, Policy
-from tests.fakes.nacos_fake import FakeNacos
+from testing.fakes.nacos_fake import FakeNacos
 
 LIST = "/v1/ns/service/list?pageNo=1&pageSize=10"
 REFUSED_BY_DEFAULT = {

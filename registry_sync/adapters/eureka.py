@@ -31,8 +31,8 @@ import httpx
 import outbound
 
 from . import validation
-from ._http import HttpTransport
 from .base import DEFAULT_CLUSTER, RegistryInstance, SkippedInstance
+from .http_transport import HttpTransport
 
 OUT_OF_SERVICE = "OUT_OF_SERVICE"
 UP = "UP"

@@ -22,9 +22,9 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 import outbound
+from outbound.answers import excerpt
 
 from . import validation
-from ._http import HttpTransport, excerpt
 from .base import (
     DEFAULT_CLUSTER,
     DEFAULT_GROUP,
@@ -33,6 +33,7 @@ from .base import (
     RegistryInstance,
     SkippedInstance,
 )
+from .http_transport import HttpTransport
 
 API_VERSIONS = ("auto", "v1", "v3")
 GROUP_SEPARATOR = "@@"

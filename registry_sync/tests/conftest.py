@@ -1,7 +1,7 @@
 import pytest
 
 from registry_sync.models import Registry
-from tests.fakes.nacos_fake import FakeNacos
+from testing.fakes.nacos_fake import FakeNacos
 
 
 @pytest.fixture(params=["1.x", "2.x", "3.x"])

@@ -16,7 +16,7 @@ from registry_sync.adapters import (
     RegistryInstance,
     build_adapter,
 )
-from tests.fakes.eureka_fake import FakeEureka
+from testing.fakes.eureka_fake import FakeEureka
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from registry_sync.adapters import (
     RegistryInstance,
     build_adapter,
 )
-from tests.fakes.nacos_fake import FakeNacos
+from testing.fakes.nacos_fake import FakeNacos
 
 VERSIONS = ["1.x", "2.x", "3.x"]
 USER, PASSWORD = "nacos", "s3cret"

@@ -5,7 +5,7 @@ from audit.models import AuditEntry
 from registry_sync.models import Instance, Registry
 from registry_sync.signals import routable_instances_changed
 from registry_sync.sync import sync_registry
-from tests.fakes.nacos_fake import FakeNacos
+from testing.fakes.nacos_fake import FakeNacos
 
 pytestmark = pytest.mark.django_db
 

@@ -13,8 +13,8 @@ from django.db import connection
 from dashboard.consumers import LiveConsumer
 from registry_sync.models import Registry
 from registry_sync.sync import sync_registry
-from tests import processes
-from tests.fakes.nacos_fake import FakeNacos
+from testing import processes
+from testing.fakes.nacos_fake import FakeNacos
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

@@ -8,8 +8,8 @@ import pytest
 import outbound
 from registry_sync.models import UNREACHABLE, Instance, Registry
 from registry_sync.sync import SyncFailed, sync_registry
-from tests.fakes.nacos_fake import FakeNacos
-from tests.processes import free_port
+from testing.fakes.nacos_fake import FakeNacos
+from testing.processes import free_port
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,9 @@ from urllib.parse import urlencode
 import pytest
 
 from accounts.models import ApiToken
+from embedded_registry.models import EmbeddedInstance
 from registry_sync.adapters import RegistryInstance, SkippedInstance, validation
-from registry_sync.models import EmbeddedInstance, Registry
+from registry_sync.models import Registry
 
 GOOD = RegistryInstance(
     service="user-app",
@@ -89,7 +90,7 @@ def test_bad_instances_are_refused_with_the_field_and_why(changes, field):
 
 
 def test_the_releases_service_name_rule_is_the_same_one():
-    from releases import documents
+    from policy import documents
 
     assert documents.SERVICE_NAME is validation.SERVICE_NAME
     assert not documents.SERVICE_NAME.match("user-app\n")  # "$" would have let it through

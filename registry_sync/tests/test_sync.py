@@ -9,7 +9,7 @@ from registry_sync.services import take_offline
 from registry_sync.signals import routable_instances_changed
 from registry_sync.sync import SyncFailed, sync_registry
 from registry_sync.tasks import sync_one
-from tests.fakes.eureka_fake import FakeEureka
+from testing.fakes.eureka_fake import FakeEureka
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from registry_sync.models import Instance, Registry
-from tests.fakes.nacos_fake import FakeNacos
+from testing.fakes.nacos_fake import FakeNacos
 
 pytestmark = pytest.mark.django_db
 

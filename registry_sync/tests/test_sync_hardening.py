@@ -10,12 +10,13 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from embedded_registry.models import EmbeddedInstance
 from registry_sync.adapters import NacosAdapter, RegistryInstance, SkippedInstance
-from registry_sync.models import EmbeddedInstance, Instance, Registry, Service
+from registry_sync.models import Instance, Registry, Service
 from registry_sync.sync import SyncFailed, sync_registry
 from registry_sync.tasks import sync_one
-from tests.fakes.eureka_fake import FakeEureka
-from tests.fakes.nacos_fake import FakeNacos
+from testing.fakes.eureka_fake import FakeEureka
+from testing.fakes.nacos_fake import FakeNacos
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 from playwright.sync_api import sync_playwright
 
-from tests import processes
+from testing import processes
 
 CHROMIUM = "/usr/bin/chromium"
 # Without the networking flags the closed network makes Chromium slow to start; --no-sandbox
@@ -84,7 +84,7 @@ def server_url(live_server):
 
 @pytest.fixture
 def asgi_server_env(tmp_path):
-    """Environment of `asgi_server` on top of tests.processes.django_env. REDIS_URL="" forces
+    """Environment of `asgi_server` on top of testing.processes.django_env. REDIS_URL="" forces
     the default mode even where CI sets REDIS_URL: Celery worker + beat as threads of the
     server process, in-memory broker and channel layer, so jobs of the server reach its
     websockets. The test settings, not graylane.settings: the users the tests create have
@@ -194,7 +194,7 @@ def screenshot(page):
 def seed_policy(transactional_db):
     """The reference design's gray rules (docs/gray-release-design.md): switch on, header
     `gray: gray-996`."""
-    from releases.services import update_policy
+    from policy.services import update_policy
 
     return update_policy(
         {"enabled": True, "header": {"name": "gray", "value": "gray-996"}},

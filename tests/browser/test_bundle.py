@@ -6,9 +6,9 @@ import httpx
 import pytest
 
 from accounts.models import ApiToken
+from policy.services import update_policy
 from registry_sync.models import Service
-from releases.services import update_policy
-from rollouts.models import Release
+from releases.models import Release
 
 pytestmark = pytest.mark.browser
 

@@ -14,7 +14,7 @@ import pytest
 from accounts.models import ApiToken
 from gateways.models import Gateway
 from registry_sync.models import Service
-from tests.gateway_lab import FAIL_SUFFIX, Lab, UpstreamFleet
+from testing.gateway_lab import FAIL_SUFFIX, Lab, UpstreamFleet
 
 pytestmark = pytest.mark.browser
 

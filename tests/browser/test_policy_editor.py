@@ -3,8 +3,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from releases.publishing import load_state
-from releases.services import update_policy
+from policy.publishing import load_state
+from policy.services import update_policy
 
 pytestmark = pytest.mark.browser
 

@@ -6,9 +6,9 @@ Rollback."""
 import pytest
 
 from gateways.models import Gateway
+from policy.services import update_policy
 from registry_sync.models import Service
-from releases.services import update_policy
-from rollouts.models import Release
+from releases.models import Release
 from tests.browser.test_live_charts import Traffic
 
 pytestmark = pytest.mark.browser

@@ -11,7 +11,7 @@ import uuid
 import httpx
 import pytest
 
-from tests.processes import Process, free_port
+from testing.processes import Process, free_port
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 pytestmark = pytest.mark.skipif(

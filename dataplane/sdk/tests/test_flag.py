@@ -10,7 +10,7 @@ import pytest
 
 from dataplane.sdk.flag import current_flag, use_flag
 from dataplane.sdk.middleware import GrayFlagASGIMiddleware, GrayFlagWSGIMiddleware
-from tests.processes import Process, free_port
+from testing.processes import Process, free_port
 
 GRAY_BAGGAGE = "graylane.gray=GRAY"
 

@@ -7,8 +7,8 @@ import time
 
 import httpx
 
-from tests.demo_processes import FLEET_PASSWORD, FLEET_USER
-from tests.processes import Process, django_env, free_port
+from testing.demo_processes import FLEET_PASSWORD, FLEET_USER
+from testing.processes import Process, django_env, free_port
 
 GRAY_REQUEST = {"gray": "gray-996"}  # the header rule of demo_setup --demo's policy
 

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from dataplane.sdk.lifecycle import SHUTTING_DOWN_HEADER, Lifecycle, from_env
-from tests.fakes.nacos_fake import FakeNacos
-from tests.processes import Process, free_port
+from testing.fakes.nacos_fake import FakeNacos
+from testing.processes import Process, free_port
 
 
 class Instance(Process):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.lossless_lab import Load
+from testing.lossless_lab import Load
 
 WARMUP_S = 3.0
 LOAD_S = 12

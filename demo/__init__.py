@@ -1,0 +1,5 @@
+"""The demo `make run` starts, in one place: the fleet (user-app and order-app, V1 and V2, as
+small real ASGI services registered in the embedded registry, behind the demo gateway, with
+traffic) under one supervisor that also starts the dashboard, all plain Python (fleet.py,
+service.py, supervisor.py, traffic.py: no Django); and the Django app beside it: the
+`demo_setup` command and the dashboard's "Restart instance" (restart.py)."""

@@ -1,0 +1,140 @@
+"""Who may use the embedded registry, asked the way Nacos asks (its auth of 1.x and 2.x), so
+Nacos clients configured with a username and password work unchanged:
+
+* `POST /nacos/v1/auth/login` trades `username` and `password` for an `accessToken`;
+* every naming call carries it, as the `accessToken` parameter (query or form) or as
+  `Authorization: Bearer <token>`;
+* a refusal is HTTP 403 with Nacos' text: `unknown user!` (login), `user not found!` (no
+  credentials), `token invalid!`, `token expired!`, `authorization failed!` (a known user
+  whose role does not allow the registry).
+
+An accessToken is the user's id signed with a timestamp (django.core.signing), valid for
+EMBEDDED_REGISTRY_TOKEN_TTL seconds and bound to the user's password: a new password, a
+deactivated user or a role taken away ends it; there is no table of tokens. A Graylane API
+token of a user who may use the registry (role `service`, or admin) is an accessToken too.
+
+EMBEDDED_REGISTRY_AUTH=false waives credentials for requests from loopback only, and not
+for proxied ones (a `Forwarded` or `X-Forwarded-For` header): a proxy on this host would
+otherwise open the registry to everyone behind it."""
+
+import ipaddress
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.contrib.auth import authenticate, get_user_model
+from django.core import signing
+from django.utils import timezone
+from django.utils.crypto import constant_time_compare, salted_hmac
+
+from accounts.models import ApiToken, hash_token
+from accounts.roles import ADMIN, has_role, may_use_registry
+
+# Its module path when tokens were first issued: a new salt would end the ones held now.
+SALT = "registry_sync.nacos_auth.access_token"
+ANONYMOUS = "anonymous"
+
+# Nacos' texts (AccessException messages of its auth manager).
+UNKNOWN_USER = "unknown user!"
+NO_CREDENTIALS = "user not found!"
+TOKEN_INVALID = "token invalid!"
+TOKEN_EXPIRED = "token expired!"
+NOT_ALLOWED = "authorization failed!"
+
+
+class AccessDenied(Exception):
+    """Nacos answers HTTP 403 with this text."""
+
+
+@dataclass(frozen=True)
+class Grant:
+    access_token: str
+    ttl: int
+    username: str
+    global_admin: bool
+
+
+def _signer() -> signing.TimestampSigner:
+    return signing.TimestampSigner(salt=SALT)
+
+
+def _binding(user) -> str:
+    """Changes with the user's password, so a new password ends the user's tokens."""
+    return salted_hmac(SALT, user.password, algorithm="sha256").hexdigest()[:20]
+
+
+def login(request, username: str | None, password: str | None) -> Grant:
+    user = authenticate(request, username=username or "", password=password or "")
+    if user is None:
+        raise AccessDenied(UNKNOWN_USER)
+    if not may_use_registry(user):
+        raise AccessDenied(NOT_ALLOWED)
+    return Grant(
+        access_token=_signer().sign(f"{user.pk}:{_binding(user)}"),
+        ttl=settings.EMBEDDED_REGISTRY_TOKEN_TTL,
+        username=user.get_username(),
+        global_admin=has_role(user, ADMIN),
+    )
+
+
+def is_local(request) -> bool:
+    """From a loopback address, and not relayed by a proxy."""
+    meta = request.META
+    if "HTTP_FORWARDED" in meta or "HTTP_X_FORWARDED_FOR" in meta:
+        return False
+    try:
+        address = ipaddress.ip_address(meta.get("REMOTE_ADDR", "").split("%")[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def _credential(request, params) -> str:
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    if header.startswith("Bearer ") and header[7:].strip():
+        return header[7:].strip()
+    return (params.get("accessToken") or "").strip()
+
+
+def _user_of_access_token(value: str):
+    try:
+        signed = _signer().unsign(value, max_age=settings.EMBEDDED_REGISTRY_TOKEN_TTL)
+    except signing.SignatureExpired:
+        raise AccessDenied(TOKEN_EXPIRED) from None
+    except signing.BadSignature:
+        raise AccessDenied(TOKEN_INVALID) from None
+    pk, _, binding = signed.partition(":")
+    user = get_user_model().objects.filter(pk=pk, is_active=True).first()
+    if user is None or not constant_time_compare(binding, _binding(user)):
+        raise AccessDenied(TOKEN_INVALID)
+    return user
+
+
+def _user_of_api_token(key: str):
+    token = ApiToken.objects.select_related("user").filter(key_hash=hash_token(key)).first()
+    if token is None or not token.user.is_active:
+        raise AccessDenied(TOKEN_INVALID)
+    now = timezone.now()
+    # As for the REST API: a write per heartbeat would be too many; a minute is enough.
+    if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token.user
+
+
+def actor_of(request, params) -> str:
+    """The username a naming call comes from (the audit log's actor), or AccessDenied.
+    Credentials that are sent are always checked; only missing ones may be waived."""
+    credential = _credential(request, params)
+    if not credential:
+        if not settings.EMBEDDED_REGISTRY_AUTH and is_local(request):
+            return ANONYMOUS
+        raise AccessDenied(NO_CREDENTIALS)
+    # A signed accessToken has colons (value:timestamp:signature); an API key is hex.
+    if ":" in credential:
+        user = _user_of_access_token(credential)
+    else:
+        user = _user_of_api_token(credential)
+    if not may_use_registry(user):
+        raise AccessDenied(NOT_ALLOWED)
+    return user.get_username()

@@ -1,0 +1,302 @@
+"""The embedded registry's wire protocol: the Nacos 1.x naming Open API subset that
+clients use (register, deregister, update, heartbeat, list), with Nacos' parameter names,
+defaults, response bodies and error texts (the documented Nacos v1 naming Open API), and
+Nacos' login (`/nacos/v1/auth/login`): every naming call needs credentials, as in a Nacos
+with auth enabled (embedded_registry/nacos_auth.py), so existing clients work unchanged."""
+
+import time
+from functools import wraps
+
+from django.http import HttpResponse, JsonResponse, QueryDict
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_http_methods
+
+from embedded_registry import nacos_auth, naming
+from embedded_registry.models import EmbeddedInstance
+from embedded_registry.naming import InstanceKey, NamingError
+from registry_sync.adapters import RegistryInstance, validation
+from routing_engine import bounded_json
+from routing_engine.records import MAX_WEIGHT
+
+CACHE_MILLIS = 10000
+BEAT_OK, BEAT_NOT_FOUND = 10200, 20404
+
+
+def _params(request) -> QueryDict:
+    """Servlet-style parameters: the query string merged with a form body, whatever the
+    method (Django parses the body for POST only)."""
+    params = request.GET.copy()
+    if request.method != "GET" and request.body:
+        content_type = request.content_type or ""
+        if content_type in ("", "application/x-www-form-urlencoded"):
+            for key, values in QueryDict(request.body).lists():
+                params.setlistdefault(key, []).extend(values)
+    return params
+
+
+def _required(params, name: str) -> str:
+    value = params.get(name)
+    if value is None or not value.strip():
+        raise NamingError(f"Param '{name}' is required.")
+    return value.strip()
+
+
+def _bool(params, *names: str, default: bool) -> bool:
+    for name in names:
+        if name in params:
+            return params[name].strip().lower() == "true"
+    return default
+
+
+def _key(params, *, ip=None, port=None, cluster=None) -> InstanceKey:
+    service_name = _required(params, "serviceName")
+    group, service = naming.split_service_name(
+        service_name, params.get("groupName") or "DEFAULT_GROUP"
+    )
+    raw_port = port if port is not None else _required(params, "port")
+    try:
+        port_number = int(raw_port)
+    except (TypeError, ValueError):
+        raise NamingError(f"Param 'port' is illegal: {raw_port}") from None
+    return InstanceKey(
+        namespace=params.get("namespaceId") or "public",
+        group=group,
+        service=service,
+        cluster=cluster or params.get("clusterName") or params.get("cluster") or "DEFAULT",
+        ip=ip or _required(params, "ip"),
+        port=port_number,
+    )
+
+
+def _weight(params) -> float:
+    raw = params.get("weight") or "1"
+    try:
+        weight = float(raw)
+    except ValueError:
+        raise NamingError(f"Param 'weight' is illegal: {raw}") from None
+    if not 0.0 <= weight <= 10000.0:
+        raise NamingError("instance format invalid: The weights range from 0.0 to 10000.0")
+    return weight
+
+
+# validation.InvalidInstance.field -> the parameter it came from
+_PARAM_OF = {"service": "serviceName", "host": "ip", "cluster": "clusterName",
+             "instance_id": "instanceId"}  # fmt: skip
+
+
+def _checked(key: InstanceKey, *, weight, metadata) -> None:
+    """Refuse (400) what the sync would have to skip: the same check as for every registry
+    (registry_sync/adapters/validation.py), and the lengths of the embedded table."""
+    for param, value in (("namespaceId", key.namespace), ("groupName", key.group)):
+        if not validation.GROUP.match(value):
+            raise NamingError(f"Param '{param}' is illegal: {validation.show(value)}")
+    row = EmbeddedInstance(**key.filter())
+    try:
+        validation.check_instance(
+            RegistryInstance(
+                service=key.service,
+                instance_id=row.instance_id,
+                host=key.ip,
+                port=key.port,
+                weight=weight,
+                healthy=True,
+                enabled=True,
+                metadata=metadata,
+                cluster=key.cluster,
+            )
+        )
+    except validation.InvalidInstance as exc:
+        param = _PARAM_OF.get(exc.field, exc.field)
+        raise NamingError(f"Param '{param}' is illegal: {exc.reason}") from None
+    if len(key.ip) > EmbeddedInstance._meta.get_field("ip").max_length:
+        raise NamingError(f"Param 'ip' is illegal: {validation.show(key.ip)} is too long")
+
+
+def _text(body: str, status: int = 200) -> HttpResponse:
+    return HttpResponse(body, status=status, content_type="text/plain;charset=UTF-8")
+
+
+def naming_errors(view):
+    def wrapper(request, *args, **kwargs):
+        try:
+            return view(request, *args, **kwargs)
+        except NamingError as exc:
+            return _text(str(exc), status=400)
+
+    wrapper.__name__ = view.__name__
+    return wrapper
+
+
+def registry_auth(view):
+    """Credentials first, as Nacos' auth filter comes before its controllers: the view gets
+    `actor`, the username the call comes from."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        try:
+            actor = nacos_auth.actor_of(request, _params(request))
+        except nacos_auth.AccessDenied as exc:
+            return _text(str(exc), status=403)
+        return view(request, *args, actor=actor, **kwargs)
+
+    return wrapper
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def login(request):
+    """Nacos' login: `username` and `password` (query or form) for an accessToken."""
+    params = _params(request)
+    try:
+        grant = nacos_auth.login(request, params.get("username"), params.get("password"))
+    except nacos_auth.AccessDenied as exc:
+        return _text(str(exc), status=403)
+    response = JsonResponse(
+        {
+            "accessToken": grant.access_token,
+            "tokenTtl": grant.ttl,
+            "globalAdmin": grant.global_admin,
+            "username": grant.username,
+        }
+    )
+    response["Authorization"] = f"Bearer {grant.access_token}"
+    return response
+
+
+@csrf_exempt
+@require_http_methods(["POST", "PUT", "DELETE"])
+@registry_auth
+@naming_errors
+def instance(request, actor: str):
+    params = _params(request)
+    key = _key(params)
+    if request.method == "DELETE":
+        naming.deregister(key, actor=actor)
+        return _text("ok")
+    weight, metadata = _weight(params), naming.parse_metadata(params.get("metadata"))
+    _checked(key, weight=weight, metadata=metadata)
+    if request.method == "POST":
+        naming.register(
+            key,
+            actor=actor,
+            weight=weight,
+            healthy=_bool(params, "healthy", default=True),
+            enabled=_bool(params, "enabled", "enable", default=True),
+            ephemeral=_bool(params, "ephemeral", default=True),
+            metadata=metadata,
+        )
+    else:
+        naming.update(
+            key,
+            actor=actor,
+            weight=weight,
+            enabled=_bool(params, "enabled", "enable", default=True),
+            metadata=metadata,
+        )
+    return _text("ok")
+
+
+@csrf_exempt
+@require_http_methods(["PUT"])
+@registry_auth
+@naming_errors
+def beat(request, actor: str):
+    params = _params(request)
+    beat_info = None
+    if params.get("beat"):
+        try:
+            beat_info = bounded_json.loads(params["beat"])
+        except ValueError:
+            beat_info = None
+        if not isinstance(beat_info, dict):
+            raise NamingError(f"Param 'beat' is illegal: {naming.echo(params['beat'])}")
+    if beat_info:
+        key = _key(
+            params,
+            ip=beat_info.get("ip"),
+            port=beat_info.get("port"),
+            cluster=beat_info.get("cluster"),
+        )
+        # An unknown instance is registered from the beat info: the same check as above.
+        try:
+            weight = validation.as_weight(beat_info.get("weight") or 1.0)
+            metadata = validation.as_metadata(beat_info.get("metadata"))
+        except validation.InvalidInstance as exc:
+            raise NamingError(f"Param 'beat' is illegal: {exc.reason}") from None
+        if not 0.0 <= weight <= MAX_WEIGHT:
+            raise NamingError("instance format invalid: The weights range from 0.0 to 10000.0")
+        _checked(key, weight=weight, metadata=metadata)
+    else:
+        key = _key(params)
+    found = naming.beat(key, beat_info)
+    return JsonResponse(
+        {
+            "clientBeatInterval": naming.BEAT_INTERVAL_MS,
+            "code": BEAT_OK if found else BEAT_NOT_FOUND,
+            "lightBeatEnabled": True,
+        }
+    )
+
+
+def _host(row, now) -> dict:
+    metadata = row.metadata
+    host = {
+        "instanceId": row.instance_id,
+        "ip": row.ip,
+        "port": row.port,
+        "weight": row.weight,
+        "healthy": naming.is_healthy(row, now),
+        "enabled": row.enabled,
+        "ephemeral": row.ephemeral,
+        "clusterName": row.cluster,
+        "serviceName": f"{row.group}@@{row.service}",
+        "metadata": metadata,
+        "instanceHeartBeatInterval": naming.millis(
+            metadata, "preserved.heart.beat.interval", naming.BEAT_INTERVAL_MS
+        ),
+        "instanceHeartBeatTimeOut": naming.millis(
+            metadata, "preserved.heart.beat.timeout", naming.BEAT_TIMEOUT_MS
+        ),
+        "ipDeleteTimeout": naming.millis(
+            metadata, "preserved.ip.delete.timeout", naming.DELETE_TIMEOUT_MS
+        ),
+    }
+    # Nacos reports the default id generator only when metadata is empty (NON_NULL omits it).
+    generator = metadata.get("preserved.instance.id.generator") or (None if metadata else "simple")
+    if generator:
+        host["instanceIdGenerator"] = generator
+    return host
+
+
+@require_GET
+@registry_auth
+@naming_errors
+def instance_list(request, actor: str):
+    params = request.GET
+    service_name = _required(params, "serviceName")
+    group, service = naming.split_service_name(
+        service_name, params.get("groupName") or "DEFAULT_GROUP"
+    )
+    clusters = [c for c in (params.get("clusters") or "").split(",") if c]
+    now = timezone.now()
+    rows = naming.list_instances(
+        params.get("namespaceId") or "public", group, service, clusters=clusters
+    )
+    hosts = [_host(row, now) for row in rows]
+    if _bool(params, "healthyOnly", default=False):
+        hosts = [h for h in hosts if h["healthy"]]
+    return JsonResponse(
+        {
+            "name": f"{group}@@{service}",
+            "groupName": group,
+            "clusters": ",".join(clusters),
+            "cacheMillis": CACHE_MILLIS,
+            "hosts": hosts,
+            "lastRefTime": int(time.time() * 1000),
+            "checksum": "",
+            "allIPs": False,
+            "reachProtectionThreshold": False,
+            "valid": True,
+        }
+    )

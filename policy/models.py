@@ -1,0 +1,54 @@
+import json
+
+from django.db import models
+
+
+class PolicyState(models.Model):
+    """The one live configuration document (gray policy, default versions, per-service
+    version overrides) and the revision it came from. Exactly one row, pk=1; writers lock
+    it, so it is also the serialisation point for concurrent edits."""
+
+    revision = models.PositiveIntegerField()
+    content = models.TextField(help_text="Canonical JSON of the live document.")
+    updated_at = models.DateTimeField()
+    updated_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        verbose_name = "live policy"
+        verbose_name_plural = "live policy"
+
+    def __str__(self):
+        return f"live policy at revision {self.revision}"
+
+    @property
+    def document(self) -> dict:
+        return json.loads(self.content)
+
+
+class Revision(models.Model):
+    SOURCES = [("ui", "UI"), ("api", "API"), ("rollback", "Rollback"), ("release", "Release")]
+
+    number = models.PositiveIntegerField(unique=True)
+    content = models.TextField(editable=False, help_text="Canonical JSON, never rewritten.")
+    checksum = models.CharField(max_length=64, editable=False)
+    diff = models.JSONField(default=list, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    author = models.CharField(max_length=150, blank=True)
+    source = models.CharField(max_length=10, choices=SOURCES)
+    comment = models.CharField(max_length=500, blank=True)
+    rolled_back_from = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-number"]
+
+    def __str__(self):
+        return f"revision {self.number}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("Revisions are immutable.")
+        super().save(*args, **kwargs)
+
+    @property
+    def config(self) -> dict:
+        return json.loads(self.content)

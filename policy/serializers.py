@@ -1,0 +1,144 @@
+"""Output shapes of the policy, revisions, services and simulator API (and their OpenAPI
+description). Input validation of the policy lives in routing_engine.policy so the form, the
+API and gateways share it."""
+
+import ipaddress
+
+from rest_framework import serializers
+
+from policy.models import Revision
+from routing_engine import MAX_ENTRY_LENGTH
+
+
+class HeaderRuleSerializer(serializers.Serializer):
+    name = serializers.CharField(allow_blank=True)
+    value = serializers.CharField(allow_blank=True)
+
+
+class VersionPairSerializer(serializers.Serializer):
+    prod = serializers.CharField()
+    gray = serializers.CharField()
+
+
+class PolicySerializer(serializers.Serializer):
+    revision = serializers.IntegerField(read_only=True)
+    enabled = serializers.BooleanField()
+    routing = serializers.BooleanField()
+    header = HeaderRuleSerializer()
+    ips = serializers.ListField(child=serializers.CharField())
+    cities = serializers.ListField(child=serializers.CharField())
+    users = serializers.ListField(child=serializers.CharField())
+    user_header = serializers.CharField()
+    city_header = serializers.CharField()
+    percent = serializers.IntegerField(min_value=0, max_value=100)
+    versions = VersionPairSerializer()
+    updated_at = serializers.DateTimeField(read_only=True)
+    updated_by = serializers.CharField(read_only=True)
+
+
+class RevisionSerializer(serializers.ModelSerializer):
+    revision = serializers.IntegerField(source="number")
+    author = serializers.CharField()
+
+    class Meta:
+        model = Revision
+        fields = ["revision", "checksum", "created_at", "author", "comment", "source"]
+
+
+class RevisionDetailSerializer(RevisionSerializer):
+    config = serializers.JSONField()
+    diff = serializers.JSONField()
+
+    class Meta(RevisionSerializer.Meta):
+        fields = [*RevisionSerializer.Meta.fields, "rolled_back_from", "config", "diff"]
+
+
+class RollbackSerializer(serializers.Serializer):
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=500)
+
+
+# Bounds of a simulated request: what a real one could carry (MAX_ENTRY_LENGTH: the longest
+# user or city a policy can hold; 8 KiB: a common server limit for one header line).
+MAX_HEADERS = 100
+MAX_HEADER_NAME = 256
+MAX_HEADER_VALUE = 8192
+
+
+class SimulateRequestSerializer(serializers.Serializer):
+    service = serializers.CharField(
+        required=False, allow_blank=True, allow_null=True, max_length=255
+    )
+    headers = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, max_length=MAX_HEADER_VALUE), required=False
+    )
+    ip = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=64)
+    city = serializers.CharField(
+        required=False, allow_blank=True, allow_null=True, max_length=MAX_ENTRY_LENGTH
+    )
+    user = serializers.CharField(
+        required=False, allow_blank=True, allow_null=True, max_length=MAX_ENTRY_LENGTH
+    )
+
+    def validate_headers(self, value):
+        if len(value) > MAX_HEADERS:
+            raise serializers.ValidationError(f"At most {MAX_HEADERS} headers.")
+        for name in value:
+            if len(name) > MAX_HEADER_NAME or "\x00" in name:
+                raise serializers.ValidationError(
+                    f"Header names are at most {MAX_HEADER_NAME} characters, without NUL."
+                )
+        return value
+
+    def validate_ip(self, value):
+        if value:
+            try:
+                ipaddress.ip_address(value.strip())
+            except ValueError:
+                raise serializers.ValidationError(f"{value!r} is not an IP address.") from None
+            return value.strip()
+        return None
+
+
+class SimulateResponseSerializer(serializers.Serializer):
+    flag = serializers.ChoiceField(choices=["ALL", "PROD", "GRAY"])
+    version = serializers.CharField(allow_null=True)
+    matched = serializers.CharField(allow_null=True)
+    city = serializers.CharField(
+        allow_null=True,
+        help_text="The caller's city as a gateway would find it: `city`, the city header, "
+        "or GeoIP for `ip` (`local` for loopback and private addresses).",
+    )
+    revision = serializers.IntegerField()
+    instances = serializers.ListField(child=serializers.DictField())
+
+
+class ServiceSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    registry = serializers.CharField(allow_null=True)
+    prod_version = serializers.CharField()
+    gray_version = serializers.CharField()
+    override = serializers.DictField(child=serializers.CharField())
+    instances = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="How many instances are in each state, and `no_version`: how many of them "
+        "have no version (they take ALL traffic only).",
+    )
+
+
+class ServiceVersionsSerializer(serializers.Serializer):
+    """PATCH body; validated by policy.documents.normalize_override."""
+
+    prod_version = serializers.CharField(required=False, allow_null=True)
+    gray_version = serializers.CharField(required=False, allow_null=True)
+    percent = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=100,
+        help_text="This service's own sticky percent of users in gray (null: the policy's).",
+    )
+    targeted = serializers.BooleanField(
+        required=False,
+        allow_null=True,
+        help_text="false: the header, IP, city and user rules send none of it to gray.",
+    )

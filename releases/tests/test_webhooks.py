@@ -1,0 +1,150 @@
+"""Release notifications to a real HTTP receiver on loopback: generic JSON and Slack bodies,
+signed; a failed delivery is logged and retried with backoff by a real Celery worker."""
+
+import json
+import time
+
+import pytest
+
+from gateways import signing
+from gateways.tests.conftest import celery_worker  # noqa: F401
+from releases import webhooks
+from releases.models import ReleaseEvent, Webhook, WebhookDelivery
+from releases.tests.conftest import started_release
+from testing.fakes.http_fake import FakeHTTPServer, FakeRequest, FakeResponse, json_reply
+
+SECRET = "webhook-secret-for-tests"
+
+
+class Receiver(FakeHTTPServer):
+    """Takes webhook POSTs, checks their signature, keeps their bodies."""
+
+    def __init__(self):
+        super().__init__()
+        self.bodies: list[dict] = []
+        self.bad_signatures: list[str] = []
+
+    def handle(self, request: FakeRequest) -> FakeResponse:
+        try:
+            signing.verify(SECRET, request.header(signing.HEADER), request.body)
+        except signing.InvalidSignature as exc:
+            self.bad_signatures.append(str(exc))
+            return json_reply({"error": str(exc)}, 401)
+        self.bodies.append(json.loads(request.body))
+        return json_reply({"ok": True})
+
+
+@pytest.fixture
+def receiver():
+    with Receiver() as server:
+        yield server
+
+
+@pytest.mark.django_db
+def test_generic_and_slack_bodies_are_signed_and_logged(receiver, fleet):
+    generic = Webhook.objects.create(name="ci", url=receiver.url + "/hook", secret=SECRET)
+    slack = Webhook.objects.create(
+        name="chat", url=receiver.url + "/slack", kind=Webhook.SLACK, secret=SECRET
+    )
+    release = started_release()
+    started = release.events.get(kind="started")
+    assert webhooks.deliver(generic.pk, started.pk, attempt=1)
+    assert webhooks.deliver(slack.pk, started.pk, attempt=1)
+    body, text = receiver.bodies
+    assert body["type"] == "release"
+    assert (body["release"]["id"], body["release"]["state"]) == (release.pk, "running")
+    assert (body["event"]["kind"], body["event"]["step"]) == ("started", 0)
+    assert set(text) == {"text"}
+    assert text["text"].startswith(f"Release {release.pk} of user-app V1 → V2: started at step 1")
+    assert list(WebhookDelivery.objects.values_list("status_code", "ok", "attempt")) == [
+        (200, True, 1),
+        (200, True, 1),
+    ]
+
+
+@pytest.mark.django_db
+def test_a_refused_or_unreachable_delivery_is_logged_with_its_error(receiver, fleet):
+    wrong = Webhook.objects.create(name="wrong", url=receiver.url + "/", secret="not-it")
+    gone = Webhook.objects.create(name="gone", url="http://127.0.0.1:9/nothing")
+    event = started_release().events.get(kind="started")
+    assert not webhooks.deliver(wrong.pk, event.pk, attempt=1)
+    assert not webhooks.deliver(gone.pk, event.pk, attempt=2)
+    refused = WebhookDelivery.objects.get(webhook=wrong)
+    assert (refused.status_code, refused.ok) == (401, False)
+    assert "HTTP 401" in refused.error
+    unreachable = WebhookDelivery.objects.get(webhook=gone)
+    assert unreachable.status_code is None and "ConnectError" in unreachable.error
+    assert receiver.bad_signatures == ["Signature does not match."]
+
+
+def wait_for(condition, timeout: float):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError("not in time")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_worker_notifies_and_retries_with_backoff(receiver, fleet, celery_worker):  # noqa: F811
+    Webhook.objects.create(name="ci", url=receiver.url + "/hook", secret=SECRET)
+    Webhook.objects.create(name="off", url=receiver.url + "/off", secret=SECRET, enabled=False)
+    receiver.fail_with(503)
+    release = started_release()
+    started = ReleaseEvent.objects.get(release=release, kind="started")
+    wait_for(lambda: WebhookDelivery.objects.filter(event=started).exists(), timeout=5)
+    receiver.fail_with(None)
+    wait_for(lambda: WebhookDelivery.objects.filter(event=started, ok=True).exists(), timeout=10)
+    attempts = list(
+        WebhookDelivery.objects.filter(event=started)
+        .order_by("attempt")
+        .values_list("attempt", "status_code", "at")
+    )
+    assert [(a, s) for a, s, _ in attempts] == [(1, 503), (2, 200)]
+    assert (attempts[1][2] - attempts[0][2]).total_seconds() >= webhooks.retry_delay(1) - 0.5
+    # Only notified kinds, only enabled webhooks: "created" is not sent, "off" gets nothing.
+    assert [body["event"]["kind"] for body in receiver.bodies] == ["started"]
+    assert not WebhookDelivery.objects.filter(webhook__name="off").exists()
+
+
+@pytest.mark.django_db
+def test_the_delivery_log_is_on_the_release_page(receiver, fleet, client, make_user):
+    hook = Webhook.objects.create(name="ci-hook", url=receiver.url + "/hook", secret=SECRET)
+    event = started_release().events.get(kind="started")
+    receiver.fail_with(500)
+    webhooks.deliver(hook.pk, event.pk, attempt=1)
+    receiver.fail_with(None)
+    webhooks.deliver(hook.pk, event.pk, attempt=2)
+    make_user("vera", "viewer")
+    client.login(username="vera", password="pw-for-tests")
+    page = client.get(f"/releases/{event.release_id}/").content.decode()
+    assert page.count('<tr data-ok="true">') == 1 and page.count('<tr data-ok="false">') == 1
+    assert "HTTP 500" in page and "ci-hook" in page
+
+
+@pytest.mark.django_db
+def test_the_admin_refuses_a_webhook_at_a_metadata_address(admin_client):
+    form = {"name": "meta", "url": "http://[fd00:ec2::254]/latest/", "kind": "generic",
+            "secret": "", "enabled": "on"}  # fmt: skip
+    response = admin_client.post("/admin/releases/webhook/add/", form)
+    assert response.status_code == 200
+    [error] = response.context["adminform"].form.errors["url"]
+    assert error.startswith("fd00:ec2::254 is a cloud metadata address: refused")
+    assert not Webhook.objects.filter(name="meta").exists()
+    fine = admin_client.post(
+        "/admin/releases/webhook/add/", {**form, "url": "http://10.0.0.7/hook"}
+    )
+    assert fine.status_code == 302 and Webhook.objects.filter(name="meta").exists()
+
+
+@pytest.mark.django_db
+def test_a_webhook_stored_at_a_refused_address_is_refused_at_connect(fleet):
+    hook = Webhook.objects.create(name="legacy", url="http://169.254.169.254/latest/user-data")
+    started = started_release().events.get(kind="started")
+    began = time.monotonic()
+    assert not webhooks.deliver(hook.pk, started.pk, attempt=1)
+    assert time.monotonic() - began < 1  # refused, not timed out trying
+    delivery = WebhookDelivery.objects.get(webhook=hook)
+    assert delivery.status_code is None and not delivery.ok
+    assert delivery.error.startswith("AddressRefused: 169.254.169.254 is a cloud metadata address")

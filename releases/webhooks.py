@@ -1,0 +1,87 @@
+"""Outgoing webhooks of release events: the bodies (generic JSON, Slack-compatible), the
+signed POST and its delivery log. The retries are the task's (releases/tasks.py)."""
+
+import json
+
+import httpx
+from django.conf import settings
+
+from gateways import signing
+from releases.models import ReleaseEvent, Webhook, WebhookDelivery
+from releases.serializers import ReleaseEventSerializer, ReleaseSerializer
+
+# The events worth telling people about (an analysis every interval is not).
+NOTIFIED_KINDS = frozenset(
+    ("started", "advanced", "paused", "insufficient_data", "promoted", "rolled_back", "failed")
+)
+TIMEOUT_SECONDS = 5.0
+MAX_ATTEMPTS = 6
+RETRY_MAX_DELAY = 60
+
+
+def enabled_ids() -> list[int]:
+    return list(Webhook.objects.filter(enabled=True).values_list("pk", flat=True))
+
+
+def retry_delay(attempt: int) -> float:
+    """Seconds before attempt `attempt + 1`: 2, 4, 8, ... up to RETRY_MAX_DELAY."""
+    return float(min(RETRY_MAX_DELAY, 2**attempt))
+
+
+def summary(event: ReleaseEvent) -> str:
+    release = event.release
+    text = (
+        f"Release {release.pk} of {release.service} {release.from_version} → "
+        f"{release.to_version}: {event.kind.replace('_', ' ')} at step {event.step + 1} "
+        f"of {len(release.steps)} ({release.step_label(event.step)})"
+    )
+    window = event.detail.get("window")
+    if window:
+        gray, prod = window["gray"], window["prod"]
+        text += (
+            f"; gray {gray['requests']} requests, {gray['error_rate']} % errors, "
+            f"prod {prod['requests']} requests, {prod['error_rate']} % errors"
+        )
+    reason = event.detail.get("reason")
+    return f"{text}. {reason}" if reason else f"{text}."
+
+
+def body(webhook: Webhook, event: ReleaseEvent) -> bytes:
+    if webhook.kind == Webhook.SLACK:
+        payload: dict = {"text": summary(event)}
+    else:
+        payload = {
+            "type": "release",
+            "release": ReleaseSerializer(event.release).data,
+            "event": ReleaseEventSerializer(event).data,
+            "summary": summary(event),
+        }
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def deliver(webhook_id: int, event_id: int, attempt: int) -> bool:
+    """POST the event to the webhook once and log the attempt; True when it took it (2xx)."""
+    webhook = Webhook.objects.get(pk=webhook_id)
+    event = ReleaseEvent.objects.select_related("release").get(pk=event_id)
+    content = body(webhook, event)
+    headers = {"Content-Type": "application/json", "User-Agent": "graylane-webhook"}
+    if webhook.secret:
+        headers[signing.HEADER] = signing.sign(webhook.secret, content)
+    status, error = None, ""
+    try:
+        with settings.OUTBOUND_POLICY.client(timeout=TIMEOUT_SECONDS) as client:
+            answer = client.post(webhook.url, content=content, headers=headers)
+        status = answer.status_code
+        if not answer.is_success:
+            error = f"HTTP {status}: {answer.text[:200]}"
+    except httpx.HTTPError as exc:
+        error = f"{type(exc).__name__}: {exc}"[:500]
+    WebhookDelivery.objects.create(
+        webhook=webhook,
+        event=event,
+        attempt=attempt,
+        status_code=status,
+        error=error,
+        ok=not error,
+    )
+    return not error
