@@ -29,6 +29,8 @@ test on k intervals' data, so it cannot catch more than that. Then wall and CPU 
 analysis, and last the two targets.
 
     .venv/bin/python bench/analysis.py [--releases 1000] [--horizon 30] [--margin 0.2]
+
+Latest figures: bench/README.md.
 """
 
 from __future__ import annotations

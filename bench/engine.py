@@ -21,6 +21,7 @@ several passes over different slices (the slow scan on fewer requests); printed 
 median wall time and the median CPU time (this process, time.process_time) per decision. The
 compile time of GrayMatcher (median of several builds) is printed per list entry. The last
 line is the figure: how many times faster than the list scan.
+Latest figures: bench/README.md.
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ nginx throughput (target >= 0.5), the gateway's added p50 at the light load (tar
 <= 1 ms), and each engine with our rules / the same engine plain (target >= 0.8). The
 machine has 2 cores for wrk, the upstream and the proxy together: numbers of one run
 move; quote several.
+Latest figures: bench/README.md.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ server made in the measured window (from gc.callbacks, in the server): how many 
 generation, the full (generation 2) pauses, the time spent in all collections and one full
 `gc.collect()` timed at the end. Medians (measure.percentile's p50) are printed last,
 ratio off / on.
+Latest figures: bench/README.md.
 """
 
 import argparse
@@ -33,13 +34,13 @@ GC_LOG = "gc.json"  # in the server's GRAYLANE_VAR_DIR
 
 def make_app():
     """uvicorn --factory: graylane.asgi's application, its collections recorded; without
-    long_lived's freezing when BENCH_FREEZE=0. SIGUSR1 writes the record to GC_LOG."""
+    long_lived's freezing when BENCH_FREEZE=0 (bench/stock.py's no-gc-freeze). SIGUSR1
+    writes the record to GC_LOG."""
     import gc
 
-    if os.environ["BENCH_FREEZE"] == "0":
-        import graylane.long_lived
+    from bench.stock import install
 
-        graylane.long_lived.freeze_after_start = lambda: None
+    install([] if os.environ["BENCH_FREEZE"] == "1" else ["no-gc-freeze"])
     from graylane.asgi import application
 
     started, events = [0.0], []

@@ -27,13 +27,7 @@ Printed: samples ingested per second, the server's (and worker's) CPU per sample
 of their process groups, from /proc), POST answer times, the delay percentiles (linear
 interpolation between closest ranks), messages per client per second and clients dropped as
 too slow. Everything it makes is removed at the end, also after an error or Ctrl-C.
-
-On the shared 2-core machine (other jobs running, load average 5-6), with Redis and SQLite:
-50 gateways x 4 series, 200 samples/s: p95 1.17-1.33 s, about 1.4-1.6 ms server CPU and
-0.3 ms worker CPU per sample; 100 gateways (400 samples/s): p95 1.27 s; 150 gateways
-(560 samples/s): p95 2.1 s, the target broken, answers p99 1.7 s; 200 gateways: the server
-falls behind (53 of 200 posts/s answered, p95 4.2 s). The cost is mostly per request: 10
-series per post make it 0.6 ms per sample (497 samples/s, p95 1.47 s).
+Latest figures: bench/README.md.
 """
 
 import argparse

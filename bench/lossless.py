@@ -21,6 +21,7 @@ part of it is during the rolling restart), and the gateway's CPU time per reques
 sys of its process group, from /proc). Target: 100.000 % graceful.
 
 Everything it starts is stopped at the end, also after an error or Ctrl-C.
+Latest figures: bench/README.md.
 """
 
 from __future__ import annotations

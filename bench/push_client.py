@@ -16,6 +16,7 @@ Printed per run and client: p50 and p99 of a round's wall time (measure.percenti
 its warning when the p99 rests on the largest rounds), and this process's CPU per push;
 medians (p50 of the runs), then the ratio aiohttp / hand-written last (above 1: aiohttp is
 slower or costs more).
+Latest figures: bench/README.md.
 """
 
 import argparse
@@ -61,45 +62,12 @@ async def _serve_receivers(count: int) -> None:
 
 
 def aiohttp_client():
-    """(loop, push(gateway, snapshot)): a session with a kept-alive connector on a uvloop loop
-    of its own, signing, timeout and answer as gateways/push.py's push()."""
-    import aiohttp
-    import uvloop
-    from django.conf import settings
+    """(loop, push(gateway, snapshot), close): bench/stock.py's AiohttpPushes, the client
+    `bench/propagation.py --stock aiohttp` puts in the server, on a uvloop loop of its own."""
+    from bench.stock import AiohttpPushes
 
-    from gateways import signing
-
-    loop = uvloop.new_event_loop()
-    sessions = []
-
-    async def push(gateway, snapshot) -> int:
-        if not sessions:  # made on the running loop
-            sessions.append(
-                aiohttp.ClientSession(
-                    timeout=aiohttp.ClientTimeout(total=None),
-                    connector=aiohttp.TCPConnector(limit=0),
-                )
-            )
-        headers = {
-            "Content-Type": "application/json",
-            signing.HEADER: signing.sign(gateway.push_secret, snapshot.body),
-            "X-Graylane-Gateway": gateway.name,
-            "X-Graylane-Generation": str(snapshot.number),
-        }
-        async with asyncio.timeout(settings.GATEWAY_PUSH_TIMEOUT):
-            async with sessions[0].post(
-                gateway.endpoint, data=snapshot.body, headers=headers
-            ) as response:
-                status, answer = response.status, await response.read()
-        if not 200 <= status < 300:
-            raise RuntimeError(f"HTTP {status}")
-        return json.loads(answer)["generation"]
-
-    def close():
-        if sessions:
-            loop.run_until_complete(sessions[0].close())
-
-    return loop, push, close
+    pushes = AiohttpPushes()
+    return pushes.event_loop(), pushes.push, pushes.close
 
 
 def handwritten_client():

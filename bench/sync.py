@@ -29,6 +29,7 @@ printout says how often threads won). --verbose prints every sample's write time
 
 Database: a throwaway SQLite file by default; with --database-url postgres://.../NAME the
 database NAME (must contain "bench") is created, and dropped at the end, with psycopg.
+Latest figures: bench/README.md.
 """
 
 from __future__ import annotations

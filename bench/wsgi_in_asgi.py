@@ -10,18 +10,18 @@ Two measurements, each repeated `--runs` times with the order of the two swapped
 1. the adapter alone: 8 concurrent requests at a time to a WSGI app that answers "ok" at
    once, driven on one event loop in this process; process CPU per request and requests/s.
 2. uvicorn serving graylane.asgi (with a2wsgi's middleware in place of WsgiInAsgi, or
-   not) on a fresh SQLite database, loaded by `wrk -t1 -c8` (Debian's `wrk`; skipped
+   not: bench/stock.py) on a fresh SQLite database, loaded by `wrk -t1 -c8` (Debian's `wrk`; skipped
    without it) on `/healthz`, the login page and an authenticated API read; server CPU per
    request and requests/s.
 
 Medians (measure.percentile's p50) are printed last, with the ratio a2wsgi / ours (CPU per
 request: above 1 means a2wsgi costs more).
+Latest figures: bench/README.md.
 """
 
 import argparse
 import asyncio
 import contextlib
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -37,24 +37,12 @@ THREADS = 16  # WEB_THREADS' default
 
 def wrap(mode: str, wsgi_app, threads: int):
     if mode == "a2wsgi":
-        from a2wsgi import WSGIMiddleware
+        from bench.stock import a2wsgi_in_asgi
 
-        return WSGIMiddleware(wsgi_app, workers=threads)
+        return a2wsgi_in_asgi(wsgi_app, threads)
     from graylane.wsgi_in_asgi import WsgiInAsgi
 
     return WsgiInAsgi(wsgi_app, threads)
-
-
-def make_app():
-    """uvicorn --factory: graylane.asgi's application, with a2wsgi's middleware in place of
-    WsgiInAsgi when BENCH_WRAPPER=a2wsgi."""
-    if os.environ["BENCH_WRAPPER"] == "a2wsgi":
-        import graylane.wsgi_in_asgi
-
-        graylane.wsgi_in_asgi.WsgiInAsgi = lambda app, threads: wrap("a2wsgi", app, threads)
-    from graylane.asgi import application
-
-    return application
 
 
 # 1. The adapter alone.
@@ -122,7 +110,8 @@ def measure_adapter(mode: str, requests: int) -> tuple[float, float]:
 def measure_server(mode: str, template: Path, pages, seconds: int) -> dict[str, tuple]:
     """{path: (requests/s, µs of the server's CPU per request)}, on a copy of `template`."""
     results = {}
-    with serve("bench.wsgi_in_asgi:make_app", template, BENCH_WRAPPER=mode) as server:
+    stock = "a2wsgi" if mode == "a2wsgi" else ""
+    with serve("bench.stock:asgi_app", template, BENCH_STOCK=stock) as server:
         for path, header in pages:
             wrk(server.url + path, 1, header)  # warm up
         for path, header in pages:

@@ -7,13 +7,16 @@ A new generation is pushed to every push gateway at once (gateways.delivery), by
 running an event loop of its own: its POSTs leave in one go on kept-alive connections and
 their answers are read as they come, parsed by httptools (the C parser uvicorn uses).
 
-Hand-written rather than over aiohttp's ClientSession (kept-alive connector, same loop):
-side by side in one run, pushing an 8 KiB document to 50 loopback gateways, aiohttp took
-1.5-2.2x the time per round (p50 6.7-7.4 ms against 3.0-4.8 ms) and 1.8-2.2x the CPU per
-push (140-170 µs against 65-90 µs); see it with:
+Hand-written rather than over aiohttp's ClientSession (kept-alive connector, same loop).
+The benches that judge it, side by side with aiohttp (figures and the latest verdict in
+bench/README.md): one push to 50 loopback gateways a round,
 
-    .venv/bin/pip install aiohttp   # only the benchmark needs it
-    .venv/bin/python bench/push_client.py
+    .venv/bin/python bench/push_client.py   # aiohttp: requirements-dev.txt
+
+and end to end against the publish -> ack target (in-process; on PostgreSQL + Redis with
+`--database postgres://.../NAME --redis redis://...`):
+
+    .venv/bin/python bench/propagation.py --compare aiohttp
 """
 
 import asyncio
@@ -205,15 +208,21 @@ def event_loop() -> asyncio.AbstractEventLoop:
     return _local.loop
 
 
-async def push(gateway: Gateway, snapshot: Snapshot) -> int:
-    """Send `snapshot`, on this thread's `event_loop()`; returns the generation the gateway
-    says it runs."""
-    headers = {
+def signed_headers(gateway: Gateway, snapshot: Snapshot) -> dict[str, str]:
+    """The headers of a push of `snapshot`: its signature, and for whom and which it is (also
+    what bench/stock.py's aiohttp client sends)."""
+    return {
         "Content-Type": "application/json",
         signing.HEADER: signing.sign(gateway.push_secret, snapshot.body),
         "X-Graylane-Gateway": gateway.name,
         "X-Graylane-Generation": str(snapshot.number),
     }
+
+
+async def push(gateway: Gateway, snapshot: Snapshot) -> int:
+    """Send `snapshot`, on this thread's `event_loop()`; returns the generation the gateway
+    says it runs."""
+    headers = signed_headers(gateway, snapshot)
     try:
         status, answer = await _local.pool.post(
             gateway.endpoint, snapshot.body, headers, settings.GATEWAY_PUSH_TIMEOUT

@@ -7,9 +7,9 @@ once, then their acks follow within milliseconds, and building and sending a mes
 gateway and event, inside the publish request and the deliveries, would delay the very acks
 the page is about. Sent when the burst has settled, the page gets each gateway's final state
 once, and the work of sending it does not compete with the burst. With no page open (the
-in-memory channel layer knows; events.watched), nothing is read or built at all: that was
-7-8 ms of the server's CPU per publish with 50 gateways (bench/propagation.py, this
-thread's CPU).
+in-memory channel layer knows; events.watched), nothing is read or built at all: a large
+share of the server's CPU per publish with 50 gateways (`bench/propagation.py`, this
+thread's CPU; the figure is in bench/README.md).
 """
 
 import logging

@@ -11,12 +11,15 @@ answer. A streaming response (a static file) is sent from its thread chunk by ch
 
 Hand-written rather than the maintained a2wsgi.WSGIMiddleware (same thread count), which
 hands every message of the answer (start, body, end) from the thread to the loop and back.
-Side by side in one run, a2wsgi cost about 2x the CPU per request in the adapter alone
-(~200 µs against ~100 µs), 1.6-1.9x on /healthz (half to two thirds the requests/s)
-and 1.15-1.25x on the login page and an API read (~0.8x the requests/s); see it with:
+The benches that judge it, side by side with a2wsgi (figures and the latest verdict in
+bench/README.md): the adapter alone and uvicorn under wrk,
 
-    .venv/bin/pip install a2wsgi   # only the benchmark needs it
-    .venv/bin/python bench/wsgi_in_asgi.py
+    .venv/bin/python bench/wsgi_in_asgi.py   # a2wsgi: requirements-dev.txt
+
+and end to end against the publish -> ack target (in-process; on PostgreSQL + Redis with
+`--database postgres://.../NAME --redis redis://...`):
+
+    .venv/bin/python bench/propagation.py --compare a2wsgi
 """
 
 import asyncio

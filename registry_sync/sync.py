@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Field, Q
@@ -111,9 +111,10 @@ def read_registry(
     order.
 
     Threads pay off when the registry keeps us waiting (a network in between: the round
-    trips overlap), and cost ~20% when our own CPU is the bottleneck (a registry on
-    loopback: ~0.4 ms of httpx a request, and the GIL). So where the adapter allows threads
-    and there are enough services, the first lists measure both ways."""
+    trips overlap), and cost time when our own CPU is the bottleneck (a registry on
+    loopback: httpx's work per request, and the GIL). So where the adapter allows threads
+    and there are enough services, the first lists measure both ways (`bench/sync.py`
+    prints how often threads won; figures in bench/README.md)."""
     snapshot = Snapshot()
     services = []
     for name in adapter.list_services():
@@ -217,113 +218,204 @@ def _state_key(row: Instance) -> tuple:
     return tuple(getattr(row, name) for name in WRITTEN_FIELDS if name != "last_seen")
 
 
-def _apply(registry, snapshot: Snapshot, adapter) -> tuple[SyncSummary, list[Instance]]:
-    now = timezone.now()
+@dataclass
+class _Observation:
+    """One sync's reading of the snapshot against the stored rows: when, the version for
+    instances without one, what it writes (new rows, changed rows, rows gone from the
+    registry), what it leaves as it was, the services whose routable instances changed,
+    and the rows an operator took offline that the registry shows enabled again."""
+
+    now: datetime
+    default_version: str
+    created: list[Instance] = field(default_factory=list)
+    updated: list[Instance] = field(default_factory=list)
+    gone: list[Instance] = field(default_factory=list)
+    unchanged: int = 0
+    routable_changed: set[str] = field(default_factory=set)
+    reapply: list[Instance] = field(default_factory=list)
+
+
+def _apply(
+    registry: Registry, snapshot: Snapshot, adapter: RegistryAdapter
+) -> tuple[SyncSummary, list[Instance]]:
+    """Writes what the snapshot changes, in one transaction, and marks the registry synced;
+    (the summary, the rows whose offline must be re-applied in the registry)."""
     summary = SyncSummary(registry=registry.name, skipped=list(snapshot.skipped))
+    seen = _Observation(now=timezone.now(), default_version=registry.default_version)
+    with transaction.atomic():
+        services = _services_of(registry, snapshot, summary)
+        stored = _stored_instances(services.values())
+        listed = _observe_listed(snapshot, services, stored, seen)
+        _observe_unlisted(stored, listed, summary.skipped, adapter_lists_disabled(adapter), seen)
+        _write_instances(seen)
+        _summarise(seen, summary)
+        _record_success(registry, summary, seen.now)
+        rows = seen.created + seen.updated + seen.gone
+        transaction.on_commit(lambda: _announce(summary, rows))
+    return summary, seen.reapply
+
+
+def _services_of(
+    registry: Registry, snapshot: Snapshot, summary: SyncSummary
+) -> dict[str, Service]:
+    """By name, the services the snapshot lists or the registry owns: those missing
+    created, those of no registry adopted by this one."""
+    services = {
+        s.name: s for s in Service.objects.filter(Q(name__in=list(snapshot)) | Q(registry=registry))
+    }
+    created = _create_services([name for name in snapshot if name not in services], registry)
+    summary.services_added = len(created)
+    services.update(created)
+    orphaned = [s.pk for s in services.values() if s.registry_id is None]
+    if orphaned:
+        Service.objects.filter(pk__in=orphaned).update(registry=registry)
+    return services
+
+
+def _create_services(names: list[str], registry: Registry) -> dict[str, Service]:
+    if not names:
+        return {}
+    new_services = [Service(name=name, registry=registry) for name in names]
+    Service.objects.bulk_create(new_services)
+    if all(s.pk is not None for s in new_services):  # the backend returned the ids
+        return {s.name: s for s in new_services}
+    return {s.name: s for s in Service.objects.filter(name__in=names)}
+
+
+def _stored_instances(services: Iterable[Service]) -> dict[tuple[int, str], Instance]:
+    """The stored instances of these services by (service pk, instance id), each with its
+    service attached (they are at hand: not joined to every row)."""
+    by_pk = {s.pk: s for s in services}
+    stored = {}
+    for row in Instance.objects.filter(service__in=list(by_pk)):
+        _attach_service(row, by_pk[row.service_id])
+        stored[(row.service_id, row.instance_id)] = row
+    return stored
+
+
+def _attach_service(row: Instance, service: Service) -> None:
+    Instance.service.field.set_cached_value(row, service)
+
+
+def _observe_listed(
+    snapshot: Snapshot,
+    services: dict[str, Service],
+    stored: dict[tuple[int, str], Instance],
+    seen: _Observation,
+) -> set[tuple[int, str]]:
+    """Every listed instance observed on its stored row, or on a new one; the keys listed."""
+    listed = set()
+    for name, instances in snapshot.items():
+        service = services[name]
+        for instance in instances:
+            key = (service.pk, instance.instance_id)
+            listed.add(key)
+            row = stored.get(key)
+            if row is None:
+                routing_changed = _observe_new(service, instance, seen)
+            else:
+                routing_changed = _observe_stored(row, instance, seen)
+            if routing_changed:
+                seen.routable_changed.add(name)
+    return listed
+
+
+def _observe_new(service: Service, instance: RegistryInstance, seen: _Observation) -> bool:
+    """A new row for `instance`; whether it is routable."""
+    row = Instance(service_id=service.pk, instance_id=instance.instance_id, last_seen=seen.now)
+    _attach_service(row, service)
+    _observe(row, instance, seen.now, seen.default_version)
+    seen.created.append(row)
+    return row.state == ROUTABLE
+
+
+def _observe_stored(row: Instance, instance: RegistryInstance, seen: _Observation) -> bool:
+    """`instance` observed on its stored row, written only if that changed it; whether its
+    routing changed."""
+    before, was_routable = _state_key(row), _routing_view(row)
+    if row.offline_intent and instance.enabled:
+        seen.reapply.append(row)
+    _observe(row, instance, seen.now, seen.default_version)
+    if _state_key(row) == before:
+        seen.unchanged += 1
+        return False
+    row.last_seen = seen.now
+    seen.updated.append(row)
+    return was_routable != _routing_view(row)
+
+
+def _observe_unlisted(
+    stored: dict[tuple[int, str], Instance],
+    listed: set[tuple[int, str]],
+    skipped: list[SkippedInstance],
+    lists_disabled: bool,
+    seen: _Observation,
+) -> None:
+    """The stored instances the registry did not list (and not DOWN already) are gone,
+    unless their absence proves nothing: one was skipped as invalid, or it is disabled and
+    the listing drops disabled instances."""
     # A skipped instance proves nothing about the stored row: leave it as it was. One
     # skipped without a readable id may be any stored row of its service.
-    kept_ids = {(s.service, s.instance_id) for s in summary.skipped if s.instance_id is not None}
-    kept_services = {s.service for s in summary.skipped if s.instance_id is None}
-    events: list[Instance] = []
-    reapply: list[Instance] = []
-    with transaction.atomic():
-        services = {
-            s.name: s
-            for s in Service.objects.filter(Q(name__in=list(snapshot)) | Q(registry=registry))
-        }
-        new_services = [Service(name=n, registry=registry) for n in snapshot if n not in services]
-        if new_services:
-            Service.objects.bulk_create(new_services)
-            summary.services_added = len(new_services)
-            if all(s.pk is not None for s in new_services):  # the backend returned the ids
-                services.update({s.name: s for s in new_services})
-            else:
-                services.update({s.name: s for s in Service.objects.filter(name__in=[
-                    s.name for s in new_services])})  # fmt: skip
-        orphaned = [s.pk for s in services.values() if s.registry_id is None]
-        if orphaned:
-            Service.objects.filter(pk__in=orphaned).update(registry=registry)
-        # The services are at hand: attach them instead of joining them to every row.
-        by_pk = {s.pk: s for s in services.values()}
-        cache_service = Instance.service.field.set_cached_value
-        existing = {}
-        for stored in Instance.objects.filter(service__in=list(by_pk)):
-            cache_service(stored, by_pk[stored.service_id])
-            existing[(stored.service_id, stored.instance_id)] = stored
-        to_create: list[Instance] = []
-        to_update: list[Instance] = []
-        seen_keys = set()
-        for name, instances in snapshot.items():
-            service = services[name]
-            for seen in instances:
-                key = (service.pk, seen.instance_id)
-                seen_keys.add(key)
-                row = existing.get(key)
-                if row is None:
-                    row = Instance(
-                        service_id=service.pk, instance_id=seen.instance_id, last_seen=now
-                    )
-                    cache_service(row, service)
-                    _observe(row, seen, now, registry.default_version)
-                    to_create.append(row)
-                    if row.state == ROUTABLE:
-                        summary.routable_changed.add(name)
-                    continue
-                before_key, was_routable = _state_key(row), _routing_view(row)
-                if row.offline_intent and seen.enabled:
-                    reapply.append(row)
-                _observe(row, seen, now, registry.default_version)
-                if _state_key(row) == before_key:
-                    summary.unchanged += 1
-                    continue
-                row.last_seen = now
-                to_update.append(row)
-                if was_routable != _routing_view(row):
-                    summary.routable_changed.add(name)
-        gone = []
-        for key, row in existing.items():
-            if key in seen_keys or row.state == Instance.DOWN:
-                continue
-            name = row.service.name
-            if name in kept_services or (name, row.instance_id) in kept_ids:
-                summary.unchanged += 1
-                continue
-            hidden_because_disabled = not adapter_lists_disabled(adapter) and (
-                row.offline_intent or not row.enabled
-            )
-            if hidden_because_disabled:
-                # A Nacos client listing drops disabled instances; absence proves nothing.
-                drained = row.drain_until is not None and row.drain_until <= now
-                if row.offline_intent and row.state == Instance.DRAINING and drained:
-                    row.state = Instance.OFFLINE
-                    to_update.append(row)
-                else:
-                    summary.unchanged += 1
-                continue
-            if row.state == ROUTABLE:
-                summary.routable_changed.add(row.service.name)
-            row.state, row.healthy, row.note = Instance.DOWN, False, GONE_NOTE
-            gone.append(row)
-        if to_create:
-            Instance.objects.bulk_create(to_create, batch_size=INSERT_BATCH)
-        if to_update or gone:
-            _update(to_update + gone, WRITTEN_FIELDS)
-        summary.added, summary.changed, summary.gone = len(to_create), len(to_update), len(gone)
-        Registry.objects.filter(pk=registry.pk).update(
-            stale=False,
-            last_error=validation.report(summary.skipped),
-            skipped_instances=len(summary.skipped),
-            last_sync_at=now,
-            last_success_at=now,
-        )
-        events = to_create + to_update + gone
-        transaction.on_commit(lambda: _announce(summary, events))
-    return summary, reapply
+    kept_ids = {(s.service, s.instance_id) for s in skipped if s.instance_id is not None}
+    kept_services = {s.service for s in skipped if s.instance_id is None}
+    for key, row in stored.items():
+        if key in listed or row.state == Instance.DOWN:
+            continue
+        name = row.service.name
+        if name in kept_services or (name, row.instance_id) in kept_ids:
+            seen.unchanged += 1
+        elif not lists_disabled and (row.offline_intent or not row.enabled):
+            _end_unlisted_drain(row, seen)
+        else:
+            _mark_gone(row, seen)
+
+
+def _end_unlisted_drain(row: Instance, seen: _Observation) -> None:
+    """A disabled instance left out of the listing (a Nacos client listing drops them) is
+    kept as it is, except that a drain an operator asked for ends on time."""
+    drained = row.drain_until is not None and row.drain_until <= seen.now
+    if row.offline_intent and row.state == Instance.DRAINING and drained:
+        row.state = Instance.OFFLINE
+        seen.updated.append(row)
+    else:
+        seen.unchanged += 1
+
+
+def _mark_gone(row: Instance, seen: _Observation) -> None:
+    if row.state == ROUTABLE:
+        seen.routable_changed.add(row.service.name)
+    row.state, row.healthy, row.note = Instance.DOWN, False, GONE_NOTE
+    seen.gone.append(row)
+
+
+def _write_instances(seen: _Observation) -> None:
+    if seen.created:
+        Instance.objects.bulk_create(seen.created, batch_size=INSERT_BATCH)
+    if seen.updated or seen.gone:
+        _update(seen.updated + seen.gone, WRITTEN_FIELDS)
+
+
+def _summarise(seen: _Observation, summary: SyncSummary) -> None:
+    summary.added, summary.changed = len(seen.created), len(seen.updated)
+    summary.gone = len(seen.gone)
+    summary.unchanged = seen.unchanged
+    summary.routable_changed = seen.routable_changed
+
+
+def _record_success(registry: Registry, summary: SyncSummary, now: datetime) -> None:
+    Registry.objects.filter(pk=registry.pk).update(
+        stale=False,
+        last_error=validation.report(summary.skipped),
+        skipped_instances=len(summary.skipped),
+        last_sync_at=now,
+        last_success_at=now,
+    )
 
 
 def _update(rows: list[Instance], names: list[str]) -> None:
     """``Instance.objects.bulk_update(rows, names)`` as one executemany of a by-id UPDATE.
-    bulk_update builds a CASE WHEN per row and field in Python: ~14 s for 10k rows."""
+    bulk_update builds a CASE WHEN per row and field in Python: many times slower for
+    thousands of rows (measured when this replaced it; bench/README.md, sync)."""
     conn = transaction.get_connection()
     meta, ops = Instance._meta, conn.ops
     fields = [field for field in map(meta.get_field, names) if isinstance(field, Field)]

@@ -122,8 +122,8 @@ def _v4_blocks(ranges: list[tuple[int, int]]) -> list[list[int] | None]:
 
     With thousands of rules, one bisect over all of them walks a large list whose
     steps tend to miss the CPU cache; with this table most addresses are settled by
-    one list index and the rest by a bisect over a few small ints (about 20 % less
-    time per decision in bench/engine.py).
+    one list index and the rest by a bisect over a few small ints (less time per
+    decision in bench/engine.py; the figure is in bench/README.md).
     """
     blocks: list[list[int] | None] = [None] * 0x10000
     for first, last in ranges:

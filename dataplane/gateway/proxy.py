@@ -4,10 +4,10 @@ pool, bodies streamed both ways with flow control.
 
 Hand-written on uvloop + httptools rather than over aiohttp's server and client: side by
 side in one run (bench/gateway.py, which proxies the same upstream through both), this one
-answered more requests per second at a lower added latency; the numbers are in
-docs/gateway.md. See it with:
+answered more requests per second at a lower added latency; the figures are in
+bench/README.md. See it with:
 
-    .venv/bin/python bench/gateway.py --aiohttp
+    .venv/bin/python bench/gateway.py
 
 Retries (docs/gateway.md): a request moves to another instance when the connection could
 not be made (nothing was sent), when an instance answers with the shutting-down marker
