@@ -38,6 +38,7 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/mypy
+	$(PY) tools/untyped_defs.py
 	DATABASE_URL= DEBUG=true $(PY) manage.py check
 	DATABASE_URL= DEBUG=true $(PY) manage.py makemigrations --check --dry-run
 	DATABASE_URL= $(DEPLOY_ENV) $(PY) manage.py check --deploy --fail-level WARNING

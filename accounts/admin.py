@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.http import HttpRequest
 
 from accounts.models import ApiToken
 
@@ -9,6 +10,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_filter = ("user",)
     readonly_fields = ("prefix", "created_at", "last_used_at")
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         # Keys are shown once, so they are issued with `manage.py issue_token`.
         return False

@@ -1,3 +1,4 @@
+from django.contrib.auth.models import User
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
@@ -8,7 +9,8 @@ class ApiTokenAuthentication(authentication.TokenAuthentication):
     """`Authorization: Token <key>` against hashed, per-user API tokens. A key that is no
     user's is left to the authentication classes after this one (settings)."""
 
-    def authenticate_credentials(self, key):
+    # DRF's authenticate hands None on (the next class may know the key); its stubs want a pair.
+    def authenticate_credentials(self, key: str) -> tuple[User, ApiToken] | None:  # type: ignore[override]
         token = ApiToken.objects.select_related("user").filter(key_hash=hash_token(key)).first()
         if token is None:
             return None

@@ -3,6 +3,10 @@ it, so the permissions groups and users hold on it, and the admin log entries ab
 follow (they point at the row). Migrations call these with their historical `apps`, and
 depend on CONTENT_TYPE_MIGRATIONS."""
 
+from typing import Any
+
+from django.apps.registry import Apps
+
 CONTENT_TYPE_MIGRATIONS = [
     ("contenttypes", "0002_remove_content_type_name"),
     ("auth", "0012_alter_user_first_name_max_length"),
@@ -10,7 +14,7 @@ CONTENT_TYPE_MIGRATIONS = [
 ]
 
 
-def move_content_types(apps, old_app: str, new_app: str, models: list[str]) -> None:
+def move_content_types(apps: Apps, old_app: str, new_app: str, models: list[str]) -> None:
     """The content types of `models` (lower-case model names) move from `old_app` to
     `new_app`. A new installation has none yet (post_migrate makes them afterwards)."""
     content_type = apps.get_model("contenttypes", "ContentType")
@@ -25,7 +29,7 @@ def move_content_types(apps, old_app: str, new_app: str, models: list[str]) -> N
         old.save(update_fields=["app_label"])
 
 
-def _merge(apps, early, *, into) -> None:
+def _merge(apps: Apps, early: Any, *, into: Any) -> None:
     """A `migrate` of a single app after the upgrade already made the new app's content type
     (post_migrate makes one for every model in the migrated state): what points at it joins
     the old one, which keeps its id and everything pointing at it."""

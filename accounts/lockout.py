@@ -2,10 +2,11 @@
 so, or a JSON error under /api/ and /nacos/ (the Nacos login), with 429 either way."""
 
 import math
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
-from django.http import JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 STATUS = 429
@@ -19,7 +20,11 @@ def message() -> str:
     )
 
 
-def lockout_response(request, original_response=None, credentials=None):
+def lockout_response(
+    request: HttpRequest,
+    original_response: HttpResponse | None = None,
+    credentials: dict[str, Any] | None = None,
+) -> HttpResponse:
     if request.path.startswith(("/api/", "/nacos/")):
         return JsonResponse({"detail": message()}, status=STATUS)
     context = {

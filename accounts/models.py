@@ -1,16 +1,22 @@
 import hashlib
 import secrets
+from typing import TypeAlias
 
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import models
+
+# Who a request is from: the signed-in user, or the anonymous one.
+AnyUser: TypeAlias = User | AnonymousUser
 
 
 def hash_token(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-class ApiTokenQuerySet(models.QuerySet):
-    def issue(self, user, name: str = "") -> tuple["ApiToken", str]:
+class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
+    def issue(self, user: AbstractBaseUser, name: str = "") -> tuple["ApiToken", str]:
         """Create a token and return it with its key; only the hash is stored, so the key
         is shown once."""
         key = secrets.token_hex(20)
@@ -36,5 +42,5 @@ class ApiToken(models.Model):
         ordering = ["-created_at"]
         verbose_name = "API token"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"

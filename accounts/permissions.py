@@ -1,4 +1,12 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from rest_framework import permissions
+
+if TYPE_CHECKING:  # DRF loads this class while rest_framework.views is still importing
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
 
 from accounts.roles import ADMIN, OPERATOR, VIEWER, has_role
 
@@ -8,7 +16,7 @@ class RolePermission(permissions.BasePermission):
 
     A view may also set `read_role` (for example `admin` for gateway secrets)."""
 
-    def has_permission(self, request, view):
+    def has_permission(self, request: Request, view: APIView) -> bool:
         user = request.user
         if not user or not user.is_authenticated:
             return False

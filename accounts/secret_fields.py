@@ -6,13 +6,17 @@ which decrypts, so keys can be rotated (README: Secrets at rest).
 A row's secret is decrypted when the attribute is first read, not when the row is loaded:
 the gateway endpoints load a gateway per call and never need its secrets."""
 
+from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.apps import apps
 from django.conf import settings
 from django.core import validators
 from django.db import models, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models.expressions import Expression
 from django.db.models.query_utils import DeferredAttribute
 
 # The longest password kept for logging in elsewhere (Nacos, Eureka): longer is refused with
@@ -72,7 +76,7 @@ class Stored:
 
 
 class _DecryptedOnRead(DeferredAttribute):
-    def __get__(self, instance, cls=None):
+    def __get__(self, instance: models.Model | None, cls: type[models.Model] | None = None) -> Any:
         if instance is None:
             return self
         value = super().__get__(instance, cls)
@@ -81,7 +85,7 @@ class _DecryptedOnRead(DeferredAttribute):
             instance.__dict__[self.field.attname] = value
         return value
 
-    def __set__(self, instance, value):
+    def __set__(self, instance: models.Model, value: object) -> None:
         instance.__dict__[self.field.attname] = value
 
 
@@ -93,38 +97,42 @@ class EncryptedTextField(models.TextField):
 
     descriptor_class = _DecryptedOnRead
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.max_length is not None:
             self.validators.append(validators.MaxLengthValidator(self.max_length))
 
-    def from_db_value(self, value, expression, connection):
+    def from_db_value(
+        self, value: str | None, expression: Expression, connection: BaseDatabaseWrapper
+    ) -> Stored | str | None:
         return Stored(value) if value else value
 
-    def pre_save(self, model_instance, add):
+    def pre_save(self, model_instance: models.Model, add: bool) -> Any:
         # An unread secret is saved as it was loaded, not decrypted and encrypted again.
         stored = model_instance.__dict__.get(self.attname)
         return stored if isinstance(stored, Stored) else super().pre_save(model_instance, add)
 
-    def get_prep_value(self, value):
+    def get_prep_value(self, value: Any) -> Any:
         if isinstance(value, Stored):
             return value.token
         value = super().get_prep_value(value)
         return encrypt(value) if value else value
 
 
-def encrypt_column(model, field_name: str) -> None:
+def encrypt_column(model: type[models.Model], field_name: str) -> None:
     """For a data migration: encrypt the clear values of `field_name` (a plain text column
     in the historical `model`) where they are stored."""
     _rewrite_column(model, field_name, encrypt)
 
 
-def decrypt_column(model, field_name: str) -> None:
+def decrypt_column(model: type[models.Model], field_name: str) -> None:
     """The reverse of `encrypt_column`."""
     _rewrite_column(model, field_name, decrypt)
 
 
-def _rewrite_column(model, field_name: str, change) -> None:
+def _rewrite_column(
+    model: type[models.Model], field_name: str, change: Callable[[str], str]
+) -> None:
     rows = model._default_manager.exclude(**{field_name: ""})
     for pk, value in list(rows.values_list("pk", field_name)):
         model._default_manager.filter(pk=pk).update(**{field_name: change(value)})

@@ -1,6 +1,6 @@
 """Which audit entries a reader asked for: one FilterSet for the API and the audit page."""
 
-from datetime import UTC
+from datetime import UTC, datetime
 
 from django.core.exceptions import ValidationError
 from django_filters import rest_framework as filters
@@ -14,12 +14,12 @@ class UtcIsoDateTimeField(IsoDateTimeField):
     ±15:59 (found by fuzzing). A time whose UTC falls outside years 1-9999
     (9999-12-31T23:00-05:00) is a bad value, not a server error."""
 
-    def to_python(self, value):
-        value = super().to_python(value)
-        if value is None:
-            return value
+    def to_python(self, value: str | datetime | None) -> datetime | None:
+        parsed = super().to_python(value)
+        if parsed is None:
+            return None
         try:
-            return value.astimezone(UTC)
+            return parsed.astimezone(UTC)
         except OverflowError:
             raise ValidationError(
                 "Out of range: in UTC it must fall within the years 1 to 9999.", code="invalid"

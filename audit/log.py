@@ -3,7 +3,9 @@
 from audit.models import AuditEntry
 
 
-def record(*, actor: str, source: str, action: str, object_label: str, before, after) -> None:
+def record(
+    *, actor: str, source: str, action: str, object_label: str, before: object, after: object
+) -> None:
     """One entry: who (`actor`), through what (`source`: ui, api, sync, registry...), did
     what (`action`, dotted: `instance.offline`) to what (`object_label`), and the parts of it
     before and after (None for a creation or a deletion)."""

@@ -1,5 +1,6 @@
 import asyncio
 import logging
+from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -26,7 +27,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     fills its queue and is dropped (close code 4429) instead of holding up the others or
     growing the server's memory."""
 
-    async def connect(self):
+    async def connect(self) -> None:
         self.metrics_groups: set[str] = set()
         self.outbox: asyncio.Queue = asyncio.Queue(maxsize=settings.LIVE_CLIENT_QUEUE)
         self.writer: asyncio.Task | None = None
@@ -44,7 +45,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         self.writer = asyncio.create_task(self._write_out())
         await events.subscribe(self.channel_layer, self.channel_name)
 
-    async def disconnect(self, code):
+    async def disconnect(self, code: int) -> None:
         await self._leave_everything()
 
     async def _leave_everything(self) -> None:
@@ -55,7 +56,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         await events.leave(self.channel_layer, self.channel_name, self.metrics_groups)
         self.metrics_groups = set()
 
-    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
+    ) -> None:
         """Only a text frame of JSON can be a subscription; any other frame (binary, not
         JSON, nested too deep) is answered as a wrong subscription would be, and dropped:
         the socket stays open."""
@@ -65,7 +68,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             content = None
         await self.receive_json(content)
 
-    async def receive_json(self, content, **kwargs):
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if self.writer is None:
             return
         services = content.get("subscribe") if isinstance(content, dict) else None
@@ -88,7 +91,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         self.metrics_groups = wanted
         self._queue({"type": "subscribed", "services": sorted(set(services))})
 
-    async def live_event(self, message):
+    async def live_event(self, message: dict[str, Any]) -> None:
         self._queue(message["event"])
 
     def _queue(self, event: dict) -> None:

@@ -1,7 +1,9 @@
+from django.http import HttpRequest
+
 from accounts.roles import OPERATOR, has_role, role_of
 
 
-def navigation(request):
+def navigation(request: HttpRequest) -> dict[str, object]:
     user = getattr(request, "user", None)
     return {
         "user_role": role_of(user),

@@ -1,7 +1,10 @@
+from typing import Any
+
 from django import forms
 from rest_framework.settings import api_settings
 
 from policy.documents import policy_of
+from policy.models import PolicyState
 
 # Where an error of the policy engine shows up in the form.
 ENGINE_FIELD_TO_FORM = {
@@ -38,7 +41,7 @@ class PolicyForm(forms.Form):
     comment = forms.CharField(required=False, max_length=500, label="Comment")
 
     @classmethod
-    def initial_from(cls, state) -> dict:
+    def initial_from(cls, state: PolicyState) -> dict[str, Any]:
         return cls.fields_from_policy(policy_of(state.document), state.revision)
 
     @staticmethod
@@ -113,7 +116,7 @@ ANALYSIS_FIELDS = (
 )
 
 
-def _api_messages(field: str, messages) -> list[str]:
+def _api_messages(field: str, messages: object) -> list[str]:
     """A DRF error of one field as lines; an item of a list field (a step, a bundle's
     release), keyed by its index, is "<item> n: <its field>: <message>"."""
     if isinstance(messages, list) and any(isinstance(m, dict) for m in messages):

@@ -5,6 +5,8 @@ releases in dependency order and its actions. The same use cases as the API
 
 from django.contrib import messages
 from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -23,7 +25,7 @@ LISTED_BUNDLES = 25
 
 
 @role_required(VIEWER)
-def releases(request):
+def releases(request: HttpRequest) -> HttpResponse:
     form = ReleaseForm(initial={"service": request.GET.get("service", "")})
     status = 200
     if request.method == "POST":
@@ -38,7 +40,9 @@ def releases(request):
     return _releases_page(request, form, BundleForm(), status)
 
 
-def _releases_page(request, form: ReleaseForm, bundle_form: BundleForm, status: int):
+def _releases_page(
+    request: HttpRequest, form: ReleaseForm, bundle_form: BundleForm, status: int
+) -> HttpResponse:
     listed = ReleaseFilter(request.GET, queryset=Release.objects.all())
     page = Paginator(listed.qs if listed.is_valid() else Release.objects.none(), 25).get_page(
         request.GET.get("page")
@@ -60,21 +64,11 @@ def _releases_page(request, form: ReleaseForm, bundle_form: BundleForm, status: 
     )
 
 
-def _with_members(bundle: ReleaseBundle) -> ReleaseBundle:
-    """`members` in dependency order and `state` as the bundle API has them."""
-    bundle.members = sorted(bundle.releases.all(), key=lambda member: member.position)
-    bundle.state = states.common_state([member.state for member in bundle.members])
-    return bundle
-
-
 def _listed_bundles() -> list[ReleaseBundle]:
-    return [
-        _with_members(bundle)
-        for bundle in ReleaseBundle.objects.prefetch_related("releases")[:LISTED_BUNDLES]
-    ]
+    return list(ReleaseBundle.objects.prefetch_related("releases")[:LISTED_BUNDLES])
 
 
-def _create(request, form: ReleaseForm) -> Release | None:
+def _create(request: HttpRequest, form: ReleaseForm) -> Release | None:
     body = ReleaseCreateSerializer(data=form.api_body())
     if not body.is_valid():
         form.add_api_errors(body.errors)
@@ -97,7 +91,7 @@ def _create(request, form: ReleaseForm) -> Release | None:
 
 
 @role_required(VIEWER)
-def release_detail(request, pk):
+def release_detail(request: HttpRequest, pk: int) -> HttpResponse:
     release = get_object_or_404(Release.objects.select_related("bundle"), pk=pk)
     timeline = _timeline(release.events.all())
     return render(
@@ -126,17 +120,14 @@ def release_detail(request, pk):
     )
 
 
-def _timeline(events) -> list[ReleaseEvent]:
-    """The newest events, each with `why` it happened."""
-    timeline = list(events[:300])
-    for event in timeline:
-        event.why = event.detail.get("reason") or event.detail.get("routing") or ""
-    return timeline
+def _timeline(events: QuerySet[ReleaseEvent]) -> list[ReleaseEvent]:
+    """The newest events."""
+    return list(events[:300])
 
 
 @require_POST
 @role_required(OPERATOR)
-def release_action(request, pk, action):
+def release_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     release = get_object_or_404(Release, pk=pk)
     if action not in states.ACTIONS:
         messages.error(request, f"No action {action!r}.")
@@ -152,7 +143,7 @@ def release_action(request, pk, action):
 
 @require_POST
 @role_required(OPERATOR)
-def bundle_create(request):
+def bundle_create(request: HttpRequest) -> HttpResponse:
     form = BundleForm(request.POST)
     bundle = _create_bundle(request, form) if form.is_valid() else None
     if bundle is not None:
@@ -161,7 +152,7 @@ def bundle_create(request):
     return _releases_page(request, ReleaseForm(), form, 400)
 
 
-def _create_bundle(request, form: BundleForm) -> ReleaseBundle | None:
+def _create_bundle(request: HttpRequest, form: BundleForm) -> ReleaseBundle | None:
     body = BundleCreateSerializer(data=form.api_body())
     if not body.is_valid():
         form.add_api_errors(body.errors)
@@ -176,9 +167,10 @@ def _create_bundle(request, form: BundleForm) -> ReleaseBundle | None:
 
 
 @role_required(VIEWER)
-def bundle_detail(request, pk):
-    bundle = _with_members(get_object_or_404(ReleaseBundle, pk=pk))
-    first = bundle.members[0] if bundle.members else None
+def bundle_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    bundle = get_object_or_404(ReleaseBundle.objects.prefetch_related("releases"), pk=pk)
+    members = bundle.members()
+    first = members[0] if members else None
     timeline = _timeline(
         ReleaseEvent.objects.filter(release__bundle=bundle).select_related("release")
     )
@@ -189,13 +181,11 @@ def bundle_detail(request, pk):
             "bundle": bundle,
             "plan": [first.step_label(n) for n in range(len(first.steps))] if first else [],
             "analysis": first.analysis if first else {},
-            "allowed": states.bundle_allowed_actions([m.state for m in bundle.members]),
+            "allowed": states.bundle_allowed_actions([m.state for m in members]),
             "timeline": timeline,
             "bundle_json": {
                 "id": bundle.pk,
-                "releases": [
-                    {"id": m.pk, "state": m.state, "step": m.step} for m in bundle.members
-                ],
+                "releases": [{"id": m.pk, "state": m.state, "step": m.step} for m in members],
             },
         },
     )
@@ -203,7 +193,7 @@ def bundle_detail(request, pk):
 
 @require_POST
 @role_required(OPERATOR)
-def bundle_action(request, pk, action):
+def bundle_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     bundle = get_object_or_404(ReleaseBundle, pk=pk)
     if action not in states.ACTIONS:
         messages.error(request, f"No action {action!r}.")

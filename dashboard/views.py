@@ -4,10 +4,12 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from accounts.decorators import role_required
+from accounts.models import AnyUser
 from accounts.roles import OPERATOR, VIEWER, has_role
 from audit.filters import AuditFilter, known_actions
 from audit.models import AuditEntry
@@ -15,7 +17,7 @@ from demo.restart import NotRestartable, restart_demo_instance, restartable
 from gateways.models import Gateway
 from gateways.views import BADGES, status_rows
 from policy.documents import policy_of
-from policy.models import Revision
+from policy.models import PolicyState, Revision
 from policy.publishing import StaleRevision, load_state
 from policy.services import rollback_to, service_rows, set_service_versions, update_policy
 from policy.simulation import simulate
@@ -27,22 +29,17 @@ from routing_engine import PolicyError, diff_documents, normalize_policy, rebase
 from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
 
 
-def _registry_rows(user) -> list[Registry]:
-    rows = list(
-        Registry.objects.annotate(
-            service_count=Count("services", distinct=True),
-            no_version_count=Count(
-                "services__instances", filter=Q(services__instances__version=None)
-            ),
-        )
+def _registry_rows(user: AnyUser) -> list[tuple[Registry, str]]:
+    """Registries with their counts, each with what `user` may see of its last error."""
+    registries = Registry.objects.annotate(
+        service_count=Count("services", distinct=True),
+        no_version_count=Count("services__instances", filter=Q(services__instances__version=None)),
     )
-    for row in rows:
-        row.shown_error = row.last_error_for(user)
-    return rows
+    return [(registry, registry.last_error_for(user)) for registry in registries]
 
 
 @role_required(VIEWER)
-def overview(request):
+def overview(request: HttpRequest) -> HttpResponse:
     state = load_state()
     services = list(Service.objects.select_related("registry").order_by("name")[:50])
     generation, gateways = status_rows(Gateway.objects.all()[:20])
@@ -66,7 +63,7 @@ def overview(request):
 
 
 @role_required(VIEWER)
-def policy_editor(request):
+def policy_editor(request: HttpRequest) -> HttpResponse:
     state = load_state()
     context: dict[str, Any] = {"state": state, "diff": None, "conflict": None}
     if request.method != "POST":
@@ -110,7 +107,9 @@ def policy_editor(request):
     return render(request, "dashboard/policy.html", {**context, "form": form})
 
 
-def _conflict(request, form, state, proposed):
+def _conflict(
+    request: HttpRequest, form: PolicyForm, state: PolicyState, proposed: dict[str, Any]
+) -> HttpResponse:
     """Someone published first. The operator's edit is re-applied on top of the newer
     revision (a three-way merge against the revision they loaded), so neither side's change
     is lost; the diff then shows only what the operator's edit adds to the latest."""
@@ -136,12 +135,12 @@ def _conflict(request, form, state, proposed):
     return render(request, "dashboard/policy.html", context, status=409)
 
 
-def _can_operate(request) -> bool:
+def _can_operate(request: HttpRequest) -> bool:
     return has_role(request.user, OPERATOR)
 
 
 @role_required(VIEWER)
-def services(request):
+def services(request: HttpRequest) -> HttpResponse:
     state = load_state()
     page = Paginator(Service.objects.select_related("registry").order_by("name"), 50).get_page(
         request.GET.get("page")
@@ -154,7 +153,7 @@ def services(request):
 
 
 @role_required(VIEWER)
-def service_detail(request, name):
+def service_detail(request: HttpRequest, name: str) -> HttpResponse:
     service = get_object_or_404(Service.objects.select_related("registry"), name=name)
     state = load_state()
     row = service_rows([service], state.document)[0]
@@ -210,14 +209,14 @@ def service_detail(request, name):
 
 
 @role_required(VIEWER)
-def revisions(request):
+def revisions(request: HttpRequest) -> HttpResponse:
     load_state()
     page = Paginator(Revision.objects.defer("content"), 25).get_page(request.GET.get("page"))
     return render(request, "dashboard/revisions.html", {"page": page, "state": load_state()})
 
 
 @role_required(VIEWER)
-def revision_detail(request, n):
+def revision_detail(request: HttpRequest, n: int) -> HttpResponse:
     load_state()
     revision = get_object_or_404(Revision, number=n)
     return render(
@@ -229,7 +228,7 @@ def revision_detail(request, n):
 
 @require_POST
 @role_required(OPERATOR)
-def rollback(request, n):
+def rollback(request: HttpRequest, n: int) -> HttpResponse:
     target = get_object_or_404(Revision, number=n)
     result = rollback_to(target, actor=request.user.username)
     if result.revision is not None:
@@ -243,7 +242,7 @@ def rollback(request, n):
 
 
 @role_required(VIEWER)
-def audit(request):
+def audit(request: HttpRequest) -> HttpResponse:
     """The audit log, filtered like `GET /api/v1/audit/` (one FilterSet serves both)."""
     entries = AuditFilter(request.GET, queryset=AuditEntry.objects.all())
     page = Paginator(entries.qs, 50).get_page(request.GET.get("page"))
@@ -260,7 +259,7 @@ def audit(request):
 
 
 @role_required(VIEWER)
-def simulator(request):
+def simulator(request: HttpRequest) -> HttpResponse:
     form = SimulateForm(request.POST or None)
     result = None
     if request.method == "POST" and form.is_valid():
@@ -287,7 +286,7 @@ def simulator(request):
 
 @require_POST
 @role_required(OPERATOR)
-def instance_offline(request, pk):
+def instance_offline(request: HttpRequest, pk: int) -> HttpResponse:
     row = get_object_or_404(Instance.objects.select_related("service"), pk=pk)
     take_offline(row.pk, actor=request.user.username, source="ui")
     messages.success(
@@ -298,7 +297,7 @@ def instance_offline(request, pk):
 
 @require_POST
 @role_required(OPERATOR)
-def instance_restart(request, pk):
+def instance_restart(request: HttpRequest, pk: int) -> HttpResponse:
     row = get_object_or_404(Instance.objects.select_related("service"), pk=pk)
     try:
         pid = restart_demo_instance(row, actor=request.user.username)
@@ -315,7 +314,7 @@ def instance_restart(request, pk):
 
 @require_POST
 @role_required(OPERATOR)
-def instance_online(request, pk):
+def instance_online(request: HttpRequest, pk: int) -> HttpResponse:
     row = get_object_or_404(Instance.objects.select_related("service"), pk=pk)
     bring_online(row.pk, actor=request.user.username, source="ui")
     messages.success(request, f"{row.host}:{row.port} is back in traffic.")

@@ -26,8 +26,10 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 import httpx
 
@@ -122,7 +124,7 @@ class Fleet:
         self.restartable: dict[str, float] = {}  # demo instance name -> when it was started
         self.stop_signal: str | None = None  # set by the signal handler, checked by the loops
 
-    def on_signal(self, signum, _frame) -> None:
+    def on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self.stop_signal = signal.Signals(signum).name
 
     def _check_stop(self) -> None:
@@ -136,7 +138,7 @@ class Fleet:
         log.info("started %s (pid %s)", name, child.pid)
         return child
 
-    def _wait(self, what: str, ready, timeout: float) -> bool:
+    def _wait(self, what: str, ready: Callable[[], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while not ready():
             self._check_stop()

@@ -1,5 +1,7 @@
 from django.db import models
 
+MAX_IP_LENGTH = 64
+
 
 class EmbeddedInstance(models.Model):
     """An instance registered with the embedded registry (the Nacos 1.x naming subset that
@@ -10,7 +12,7 @@ class EmbeddedInstance(models.Model):
     group = models.CharField(max_length=128, default="DEFAULT_GROUP")
     service = models.CharField(max_length=255)
     cluster = models.CharField(max_length=64, default="DEFAULT")
-    ip = models.CharField(max_length=64)
+    ip = models.CharField(max_length=MAX_IP_LENGTH)
     port = models.PositiveIntegerField()
     weight = models.FloatField(default=1.0)
     healthy = models.BooleanField(default=True)
@@ -29,7 +31,7 @@ class EmbeddedInstance(models.Model):
         ]
         indexes = [models.Index(fields=["namespace", "group", "service"])]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.instance_id
 
     @property

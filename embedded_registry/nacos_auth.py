@@ -22,7 +22,10 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth import authenticate, get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core import signing
+from django.http import HttpRequest, QueryDict
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
 
@@ -57,12 +60,12 @@ def _signer() -> signing.TimestampSigner:
     return signing.TimestampSigner(salt=SALT)
 
 
-def _binding(user) -> str:
+def _binding(user: AbstractBaseUser) -> str:
     """Changes with the user's password, so a new password ends the user's tokens."""
     return salted_hmac(SALT, user.password, algorithm="sha256").hexdigest()[:20]
 
 
-def login(request, username: str | None, password: str | None) -> Grant:
+def login(request: HttpRequest, username: str | None, password: str | None) -> Grant:
     user = authenticate(request, username=username or "", password=password or "")
     if user is None:
         raise AccessDenied(UNKNOWN_USER)
@@ -76,7 +79,7 @@ def login(request, username: str | None, password: str | None) -> Grant:
     )
 
 
-def is_local(request) -> bool:
+def is_local(request: HttpRequest) -> bool:
     """From a loopback address, and not relayed by a proxy."""
     meta = request.META
     if "HTTP_FORWARDED" in meta or "HTTP_X_FORWARDED_FOR" in meta:
@@ -90,14 +93,14 @@ def is_local(request) -> bool:
     return address.is_loopback
 
 
-def _credential(request, params) -> str:
+def _credential(request: HttpRequest, params: QueryDict) -> str:
     header = request.META.get("HTTP_AUTHORIZATION", "")
     if header.startswith("Bearer ") and header[7:].strip():
         return header[7:].strip()
     return (params.get("accessToken") or "").strip()
 
 
-def _user_of_access_token(value: str):
+def _user_of_access_token(value: str) -> User:
     try:
         signed = _signer().unsign(value, max_age=settings.EMBEDDED_REGISTRY_TOKEN_TTL)
     except signing.SignatureExpired:
@@ -111,7 +114,7 @@ def _user_of_access_token(value: str):
     return user
 
 
-def _user_of_api_token(key: str):
+def _user_of_api_token(key: str) -> User:
     token = ApiToken.objects.select_related("user").filter(key_hash=hash_token(key)).first()
     if token is None or not token.user.is_active:
         raise AccessDenied(TOKEN_INVALID)
@@ -122,7 +125,7 @@ def _user_of_api_token(key: str):
     return token.user
 
 
-def actor_of(request, params) -> str:
+def actor_of(request: HttpRequest, params: QueryDict) -> str:
     """The username a naming call comes from (the audit log's actor), or AccessDenied.
     Credentials that are sent are always checked; only missing ones may be waived."""
     credential = _credential(request, params)

@@ -2,6 +2,7 @@
 deregister and update through the naming API are audited (source `registry`); beats are
 not."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -134,7 +135,7 @@ def _audit_view(row: EmbeddedInstance) -> dict:
     }
 
 
-def _audit(actor: str, action: str, key: InstanceKey, before, after) -> None:
+def _audit(actor: str, action: str, key: InstanceKey, before: object, after: object) -> None:
     audit_log.record(
         actor=actor,
         source="registry",
@@ -146,7 +147,14 @@ def _audit(actor: str, action: str, key: InstanceKey, before, after) -> None:
 
 
 def register(
-    key: InstanceKey, *, actor: str, weight, healthy, enabled, ephemeral, metadata
+    key: InstanceKey,
+    *,
+    actor: str,
+    weight: float,
+    healthy: bool,
+    enabled: bool,
+    ephemeral: bool,
+    metadata: dict[str, str],
 ) -> None:
     with transaction.atomic():
         existing = EmbeddedInstance.objects.filter(**key.filter()).first()
@@ -162,7 +170,15 @@ def register(
         _audit(actor, "instance.register", key, before, _audit_view(row))
 
 
-def _store(key: InstanceKey, *, weight, healthy, enabled, ephemeral, metadata) -> EmbeddedInstance:
+def _store(
+    key: InstanceKey,
+    *,
+    weight: float,
+    healthy: bool,
+    enabled: bool,
+    ephemeral: bool,
+    metadata: dict[str, str],
+) -> EmbeddedInstance:
     row, _ = EmbeddedInstance.objects.update_or_create(
         **key.filter(),
         defaults={
@@ -186,7 +202,9 @@ def deregister(key: InstanceKey, *, actor: str) -> None:
         _audit(actor, "instance.deregister", key, _audit_view(existing), None)
 
 
-def update(key: InstanceKey, *, actor: str, weight, enabled, metadata) -> None:
+def update(
+    key: InstanceKey, *, actor: str, weight: float, enabled: bool, metadata: dict[str, str]
+) -> None:
     """The full update of PUT /nacos/v1/ns/instance: omitted fields take their defaults."""
     if not EmbeddedInstance.objects.filter(
         namespace=key.namespace, group=key.group, service=key.service
@@ -229,7 +247,12 @@ def beat(key: InstanceKey, beat_info: dict | None) -> bool:
 
 
 def list_instances(
-    namespace: str, group: str, service: str, *, clusters=(), include_disabled: bool = False
+    namespace: str,
+    group: str,
+    service: str,
+    *,
+    clusters: Sequence[str] = (),
+    include_disabled: bool = False,
 ) -> list[EmbeddedInstance]:
     purge_expired(namespace, group, service)
     rows = EmbeddedInstance.objects.filter(namespace=namespace, group=group, service=service)

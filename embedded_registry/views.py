@@ -5,25 +5,30 @@ Nacos' login (`/nacos/v1/auth/login`): every naming call needs credentials, as i
 with auth enabled (embedded_registry/nacos_auth.py), so existing clients work unchanged."""
 
 import time
+from collections.abc import Callable
+from datetime import datetime
 from functools import wraps
+from typing import Any
 
-from django.http import HttpResponse, JsonResponse, QueryDict
+from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
 from embedded_registry import nacos_auth, naming
-from embedded_registry.models import EmbeddedInstance
+from embedded_registry.models import MAX_IP_LENGTH, EmbeddedInstance
 from embedded_registry.naming import InstanceKey, NamingError
 from registry_sync.adapters import RegistryInstance, validation
 from routing_engine import bounded_json
 from routing_engine.records import MAX_WEIGHT
 
+View = Callable[..., HttpResponse]
+
 CACHE_MILLIS = 10000
 BEAT_OK, BEAT_NOT_FOUND = 10200, 20404
 
 
-def _params(request) -> QueryDict:
+def _params(request: HttpRequest) -> QueryDict:
     """Servlet-style parameters: the query string merged with a form body, whatever the
     method (Django parses the body for POST only)."""
     params = request.GET.copy()
@@ -35,21 +40,28 @@ def _params(request) -> QueryDict:
     return params
 
 
-def _required(params, name: str) -> str:
+def _required(params: QueryDict, name: str) -> str:
     value = params.get(name)
     if value is None or not value.strip():
         raise NamingError(f"Param '{name}' is required.")
     return value.strip()
 
 
-def _bool(params, *names: str, default: bool) -> bool:
+def _bool(params: QueryDict, *names: str, default: bool) -> bool:
     for name in names:
-        if name in params:
-            return params[name].strip().lower() == "true"
+        value = params.get(name)
+        if value is not None:
+            return value.strip().lower() == "true"
     return default
 
 
-def _key(params, *, ip=None, port=None, cluster=None) -> InstanceKey:
+def _key(
+    params: QueryDict,
+    *,
+    ip: str | None = None,
+    port: int | str | None = None,
+    cluster: str | None = None,
+) -> InstanceKey:
     service_name = _required(params, "serviceName")
     group, service = naming.split_service_name(
         service_name, params.get("groupName") or "DEFAULT_GROUP"
@@ -69,7 +81,7 @@ def _key(params, *, ip=None, port=None, cluster=None) -> InstanceKey:
     )
 
 
-def _weight(params) -> float:
+def _weight(params: QueryDict) -> float:
     raw = params.get("weight") or "1"
     try:
         weight = float(raw)
@@ -85,7 +97,7 @@ _PARAM_OF = {"service": "serviceName", "host": "ip", "cluster": "clusterName",
              "instance_id": "instanceId"}  # fmt: skip
 
 
-def _checked(key: InstanceKey, *, weight, metadata) -> None:
+def _checked(key: InstanceKey, *, weight: float, metadata: dict[str, str]) -> None:
     """Refuse (400) what the sync would have to skip: the same check as for every registry
     (registry_sync/adapters/validation.py), and the lengths of the embedded table."""
     for param, value in (("namespaceId", key.namespace), ("groupName", key.group)):
@@ -109,7 +121,7 @@ def _checked(key: InstanceKey, *, weight, metadata) -> None:
     except validation.InvalidInstance as exc:
         param = _PARAM_OF.get(exc.field, exc.field)
         raise NamingError(f"Param '{param}' is illegal: {exc.reason}") from None
-    if len(key.ip) > EmbeddedInstance._meta.get_field("ip").max_length:
+    if len(key.ip) > MAX_IP_LENGTH:
         raise NamingError(f"Param 'ip' is illegal: {validation.show(key.ip)} is too long")
 
 
@@ -117,8 +129,8 @@ def _text(body: str, status: int = 200) -> HttpResponse:
     return HttpResponse(body, status=status, content_type="text/plain;charset=UTF-8")
 
 
-def naming_errors(view):
-    def wrapper(request, *args, **kwargs):
+def naming_errors(view: View) -> View:
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
             return view(request, *args, **kwargs)
         except NamingError as exc:
@@ -128,12 +140,12 @@ def naming_errors(view):
     return wrapper
 
 
-def registry_auth(view):
+def registry_auth(view: View) -> View:
     """Credentials first, as Nacos' auth filter comes before its controllers: the view gets
     `actor`, the username the call comes from."""
 
     @wraps(view)
-    def wrapper(request, *args, **kwargs):
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
             actor = nacos_auth.actor_of(request, _params(request))
         except nacos_auth.AccessDenied as exc:
@@ -145,7 +157,7 @@ def registry_auth(view):
 
 @csrf_exempt
 @require_http_methods(["POST"])
-def login(request):
+def login(request: HttpRequest) -> HttpResponse:
     """Nacos' login: `username` and `password` (query or form) for an accessToken."""
     params = _params(request)
     try:
@@ -168,7 +180,7 @@ def login(request):
 @require_http_methods(["POST", "PUT", "DELETE"])
 @registry_auth
 @naming_errors
-def instance(request, actor: str):
+def instance(request: HttpRequest, actor: str) -> HttpResponse:
     params = _params(request)
     key = _key(params)
     if request.method == "DELETE":
@@ -201,16 +213,17 @@ def instance(request, actor: str):
 @require_http_methods(["PUT"])
 @registry_auth
 @naming_errors
-def beat(request, actor: str):
+def beat(request: HttpRequest, actor: str) -> HttpResponse:
     params = _params(request)
     beat_info = None
-    if params.get("beat"):
+    raw_beat = params.get("beat")
+    if raw_beat:
         try:
-            beat_info = bounded_json.loads(params["beat"])
+            beat_info = bounded_json.loads(raw_beat)
         except ValueError:
             beat_info = None
         if not isinstance(beat_info, dict):
-            raise NamingError(f"Param 'beat' is illegal: {naming.echo(params['beat'])}")
+            raise NamingError(f"Param 'beat' is illegal: {naming.echo(raw_beat)}")
     if beat_info:
         key = _key(
             params,
@@ -239,7 +252,7 @@ def beat(request, actor: str):
     )
 
 
-def _host(row, now) -> dict:
+def _host(row: EmbeddedInstance, now: datetime) -> dict[str, Any]:
     metadata = row.metadata
     host = {
         "instanceId": row.instance_id,
@@ -272,7 +285,7 @@ def _host(row, now) -> dict:
 @require_GET
 @registry_auth
 @naming_errors
-def instance_list(request, actor: str):
+def instance_list(request: HttpRequest, actor: str) -> HttpResponse:
     params = request.GET
     service_name = _required(params, "serviceName")
     group, service = naming.split_service_name(

@@ -3,8 +3,9 @@
 Domain apps publish typed events here; the live websocket consumer (dashboard) subscribes
 to GROUP and forwards each event as it is. This is the one module that knows the channel
 layer and its groups, so publishers need not know who listens, and the UI app is no one's
-dependency. Payloads are plain JSON-ready dicts, built by the publishing app from its own
-API serializers, so the page and the REST API show the same fields.
+dependency. Each event is typed: what mirrors an API serializer is the TypedDict of
+events.payloads, filled by the publishing app from that serializer, so the page and the
+REST API show the same fields.
 
 Metrics updates are many (one per service and version every second) and each page wants a
 few services only, so they go to one group per service, and to METRICS_ALL_GROUP for pages
@@ -14,13 +15,21 @@ that watch every service; every other event goes to GROUP, which every page is i
 import asyncio
 import hashlib
 import threading
-from dataclasses import asdict, dataclass, field
-from typing import ClassVar
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
 
 from asgiref.sync import async_to_sync
-from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
 
 from events.after_commit import best_effort
+from events.payloads import (
+    GatewayStatusFields,
+    InstanceFields,
+    ReleaseEventFields,
+    ReleaseFields,
+    RevisionFields,
+)
 
 GROUP = "live"
 METRICS_ALL_GROUP = "live.metrics.all"
@@ -35,9 +44,11 @@ def metrics_group(service: str) -> str:
 
 
 class LiveEvent:
+    """What a page receives: `{"type": kind, ...}`."""
+
     kind: ClassVar[str]
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         raise NotImplementedError
 
     def groups(self) -> tuple[str, ...]:
@@ -45,47 +56,63 @@ class LiveEvent:
 
 
 @dataclass(frozen=True)
-class Event(LiveEvent):
-    fields: dict = field(default_factory=dict)
-
-    def as_json(self) -> dict:
-        return {"type": self.kind, **self.fields}
-
-
-@dataclass(frozen=True)
-class InstanceChanged(Event):
+class InstanceChanged(LiveEvent):
     """One instance's API fields and its `service` name."""
 
     kind: ClassVar[str] = "instance"
+    service: str
+    instance: InstanceFields
+
+    def as_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "service": self.service, **self.instance}
 
 
 @dataclass(frozen=True)
-class RegistryChanged(Event):
-    """Too many instances of a registry changed to list them (`registry`, `changed`)."""
+class RegistryChanged(LiveEvent):
+    """Too many instances of a registry changed to list them."""
 
     kind: ClassVar[str] = "registry"
+    registry: str
+    changed: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "registry": self.registry, "changed": self.changed}
 
 
 @dataclass(frozen=True)
-class GatewayStatusChanged(Event):
+class GatewayStatusChanged(LiveEvent):
     """One gateway's status fields, as the gateways API shows them."""
 
     kind: ClassVar[str] = "gateway"
+    gateway: GatewayStatusFields
+
+    def as_json(self) -> dict[str, Any]:
+        return {"type": self.kind, **self.gateway}
 
 
 @dataclass(frozen=True)
-class RevisionPublished(Event):
+class RevisionPublished(LiveEvent):
     """A new policy revision's fields, as the revisions API lists them, and its `diff`."""
 
     kind: ClassVar[str] = "revision"
+    revision: RevisionFields
+    diff: list[dict[str, Any]]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"type": self.kind, **self.revision, "diff": self.diff}
 
 
 @dataclass(frozen=True)
-class ReleaseChanged(Event):
-    """A release's API fields (`release`) and the event that changed it (`event`: `at`,
-    `kind`, `step`, `detail`), as the releases API shows them."""
+class ReleaseChanged(LiveEvent):
+    """A release's API fields (`release`) and the event that changed it (`event`), as the
+    releases API shows them."""
 
     kind: ClassVar[str] = "release"
+    release: ReleaseFields
+    event: ReleaseEventFields
+
+    def as_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "release": dict(self.release), "event": dict(self.event)}
 
 
 @dataclass(frozen=True)
@@ -112,7 +139,7 @@ class MetricsUpdated(LiveEvent):
     at: float
     windows: dict[str, MetricsWindow]
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {
             "type": self.kind,
             "service": self.service,
@@ -165,18 +192,18 @@ def publish_best_effort(*events: LiveEvent) -> None:
         best_effort(lambda: publish(*events), f"sending live events ({kinds})")
 
 
-async def _send_all(layer, events) -> None:
+async def _send_all(layer: BaseChannelLayer, events: Sequence[LiveEvent]) -> None:
     for event in events:
         message = {"type": MESSAGE_TYPE, "event": event.as_json()}
         for group in event.groups():
             await layer.group_send(group, message)
 
 
-async def subscribe(layer, channel_name: str) -> None:
+async def subscribe(layer: BaseChannelLayer, channel_name: str) -> None:
     await layer.group_add(GROUP, channel_name)
 
 
-async def unsubscribe(layer, channel_name: str) -> None:
+async def unsubscribe(layer: BaseChannelLayer, channel_name: str) -> None:
     await layer.group_discard(GROUP, channel_name)
 
 
@@ -187,11 +214,11 @@ def metrics_groups(services: list[str]) -> set[str]:
     return {metrics_group(service) for service in services}
 
 
-async def join(layer, channel_name: str, groups: set[str]) -> None:
+async def join(layer: BaseChannelLayer, channel_name: str, groups: set[str]) -> None:
     for group in groups:
         await layer.group_add(group, channel_name)
 
 
-async def leave(layer, channel_name: str, groups: set[str]) -> None:
+async def leave(layer: BaseChannelLayer, channel_name: str, groups: set[str]) -> None:
     for group in groups:
         await layer.group_discard(group, channel_name)

@@ -47,7 +47,7 @@ def unavailable_detail(cause: str, *, writes: bool) -> str:
 # the client cannot tell from the error. PostgreSQL can tell later, by the transaction's id.
 
 
-def transaction_id(connection) -> int | None:
+def transaction_id(connection: BaseDatabaseWrapper) -> int | None:
     """The id of the transaction open on `connection` (PostgreSQL; None elsewhere: SQLite
     commits in the process, so a COMMIT that fails there did not commit)."""
     if connection.vendor != "postgresql":

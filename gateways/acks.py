@@ -8,7 +8,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Field
 from django.utils import timezone
 
 from gateways import status_updates
@@ -63,11 +63,14 @@ def _update(
     whole rest of a delivery's acks."""
     quote = connection.ops.quote_name
 
-    def column(field: str) -> str:
-        return quote(Gateway._meta.get_field(field).column)
+    def column(name: str) -> str:
+        field = Gateway._meta.get_field(name)
+        assert isinstance(field, Field) and field.column, f"{name} is not a column"
+        return quote(field.column)
 
     stamp = connection.ops.adapt_datetimefield_value(now)
-    assignments, params = [f"{column('last_seen')} = %s"], [stamp]
+    assignments = [f"{column('last_seen')} = %s"]
+    params: list[object] = [stamp]
     if delivered:
         assignments.append(f"{column('last_attempt_at')} = %s")
         params.append(stamp)

@@ -1,6 +1,9 @@
+from typing import Any
+
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import status, viewsets
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.roles import ADMIN
@@ -28,15 +31,14 @@ class GatewayViewSet(viewsets.ModelViewSet):
         }
 
     @extend_schema(responses={201: CreatedGatewaySerializer})
-    def create(self, request, *args, **kwargs):
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         gateway, token, secret = services.create_gateway(
             serializer.validated_data, actor=request.user.username
         )
-        gateway.token = token
         # The context read before the change: the answer needs no database after the commit.
-        answer = CreatedGatewaySerializer(gateway, context=serializer.context)
+        answer = CreatedGatewaySerializer(gateway, context={**serializer.context, "token": token})
         return Response(answer.data, status=status.HTTP_201_CREATED)
 
     def perform_update(self, serializer):

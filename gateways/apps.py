@@ -5,7 +5,7 @@ class GatewaysConfig(AppConfig):
     name = "gateways"
     verbose_name = "Gateways and config delivery"
 
-    def ready(self):
+    def ready(self) -> None:
         # Imported here, once the app registry is ready (Django's convention for receivers).
         from gateways import generation, status_updates, tasks
         from gateways.protocol import wakeup

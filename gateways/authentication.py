@@ -23,7 +23,7 @@ class GatewayPrincipal:
         self.gateway = gateway
         self.username = f"gateway:{gateway.name}"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.username
 
     @property

@@ -11,7 +11,7 @@ not behind the newest generation, not failing its delivery.
 from collections.abc import Iterable
 
 from django.db import connection
-from django.db.models import F
+from django.db.models import F, Field
 from django.utils import timezone
 
 from gateways import generation, status_updates
@@ -46,8 +46,10 @@ def _in_generation(number: int, services: set[str]) -> set[str]:
         return set()
     quote = connection.ops.quote_name
 
-    def column(field: str) -> str:
-        return quote(DocumentService._meta.get_field(field).column)
+    def column(name: str) -> str:
+        field = DocumentService._meta.get_field(name)
+        assert isinstance(field, Field) and field.column, f"{name} is not a column"
+        return quote(field.column)
 
     names = sorted(services)
     sql = (

@@ -8,7 +8,7 @@ from accounts.models import hash_token
 from accounts.secret_fields import MAX_PASSWORD_LENGTH, EncryptedTextField
 
 
-class GatewayQuerySet(models.QuerySet):
+class GatewayQuerySet(models.QuerySet["Gateway"]):
     def create_with_credentials(self, **fields) -> tuple["Gateway", str, str]:
         """Create a gateway with a new token and push secret, and return both with it: only
         the token's hash is stored, so they are shown once."""
@@ -91,7 +91,7 @@ class Gateway(models.Model):
     class Meta:
         ordering = ["name"]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.name
 
     @property
@@ -129,7 +129,7 @@ class Generation(models.Model):
     class Meta:
         ordering = ["-number"]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"generation {self.number}"
 
 
@@ -153,6 +153,6 @@ class DocumentService(models.Model):
         ]
         indexes = [models.Index(fields=["name", "first_generation"], name="gateways_stay_name")]
 
-    def __str__(self):
+    def __str__(self) -> str:
         until = "" if self.until_generation is None else self.until_generation - 1
         return f"{self.name}: generations {self.first_generation}-{until}"

@@ -1,4 +1,5 @@
 import re
+from typing import Any
 
 from django.conf import settings
 from rest_framework import serializers
@@ -27,7 +28,7 @@ DELIVERY_FIELDS = (
 class ServiceNameField(serializers.CharField):
     """A service name as JSON gives it: a string (DRF's CharField would take 1 for "1")."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
@@ -170,8 +171,12 @@ class GatewaySerializer(GatewayStatusSerializer):
 class CreatedGatewaySerializer(GatewaySerializer):
     """The answer to a create: the only time the token and the push secret are shown."""
 
-    token = serializers.CharField(read_only=True)
+    # Not stored (its hash is): the view hands it over in the context.
+    token = serializers.SerializerMethodField()
     push_secret = serializers.CharField(read_only=True)
 
     class Meta(GatewaySerializer.Meta):
         fields = [*GatewaySerializer.Meta.fields, "token", "push_secret"]
+
+    def get_token(self, gateway: Gateway) -> str:
+        return self.context["token"]

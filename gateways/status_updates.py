@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 import time
+from typing import cast
 
 from django.db import close_old_connections
 from django.utils import timezone
@@ -97,13 +98,18 @@ def _send(ids: set[int] | None) -> None:
         return  # a page opened later renders the gateways' state from the database
     close_old_connections()
     try:
-        gateways = Gateway.objects.all() if ids is None else Gateway.objects.filter(pk__in=ids)
-        gateways = list(gateways)
+        chosen = Gateway.objects.all() if ids is None else Gateway.objects.filter(pk__in=ids)
+        gateways = list(chosen)
         if not gateways:
             return
         latest = newest_row()
         context = {"generation": latest[0] if latest else 0, "now": timezone.now()}
         serialized = GatewayStatusSerializer(gateways, many=True, context=context).data
-        events.publish(*(events.GatewayStatusChanged(dict(row)) for row in serialized))
+        events.publish(
+            *(
+                events.GatewayStatusChanged(cast(events.GatewayStatusFields, dict(row)))
+                for row in serialized
+            )
+        )
     finally:
         close_old_connections()

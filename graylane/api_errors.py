@@ -5,26 +5,30 @@ Errors Django answers itself (no URL matched, a bad request, a server error) are
 under /api/ and /nacos/, where clients are programs (`handler400` ... in graylane/urls.py);
 elsewhere they are Django's pages."""
 
-from django.http import HttpResponse, JsonResponse
+from collections.abc import Callable
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from django.views.decorators.csrf import requires_csrf_token
+from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 JSON_PREFIXES = ("/api/", "/nacos/")
 
 
-def exception_handler(exc, context):
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     response = drf_exception_handler(exc, context)
     if response is not None and isinstance(response.data, list):
         response.data = {"non_field_errors": response.data}
     return response
 
 
-def wants_json(request) -> bool:
+def wants_json(request: HttpRequest) -> bool:
     return request.path.startswith(JSON_PREFIXES)
 
 
-def error_response(request, status: int, content: dict) -> HttpResponse:
+def error_response(request: HttpRequest, status: int, content: dict[str, Any]) -> HttpResponse:
     """JSON under /api/ and /nacos/, plain text elsewhere."""
     if wants_json(request):
         return JsonResponse(content, status=status)
@@ -32,11 +36,13 @@ def error_response(request, status: int, content: dict) -> HttpResponse:
     return HttpResponse(text, status=status, content_type="text/plain; charset=utf-8")
 
 
-def _json_or_page(status: int, detail: str, page):
+def _json_or_page(
+    status: int, detail: str, page: Callable[..., HttpResponse]
+) -> Callable[..., HttpResponse]:
     """Django's error handler `page`, answering `{"detail": detail}` under JSON_PREFIXES."""
 
     @requires_csrf_token
-    def handler(request, exception=None):
+    def handler(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
         if wants_json(request):
             return JsonResponse({"detail": detail}, status=status)
         return page(request) if status == 500 else page(request, exception)

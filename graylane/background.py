@@ -13,7 +13,6 @@ from celery.beat import EmbeddedService
 from django.conf import settings
 
 from graylane.celery import app
-from graylane.env import env_bool
 
 log = logging.getLogger(__name__)
 _started = False
@@ -22,7 +21,7 @@ _lock = threading.Lock()
 
 def start_in_process_jobs() -> bool:
     global _started
-    if settings.REDIS_URL or not env_bool("IN_PROCESS_JOBS", True):
+    if settings.REDIS_URL or not settings.IN_PROCESS_JOBS:
         return False
     with _lock:
         if _started:

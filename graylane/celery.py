@@ -1,6 +1,7 @@
 import os
+from typing import Any
 
-from celery import Celery, states
+from celery import Celery, Task, states
 from celery.signals import task_postrun, task_prerun, worker_process_init, worker_ready
 from django.conf import settings
 from django.db import close_old_connections, connections
@@ -15,12 +16,12 @@ app.autodiscover_tasks()
 
 
 @worker_ready.connect
-def _freeze_long_lived_objects(**kwargs) -> None:
+def _freeze_long_lived_objects(**kwargs: Any) -> None:
     freeze_after_start()
 
 
 @worker_process_init.connect
-def _no_connection_pool_in_prefork_children(**kwargs) -> None:
+def _no_connection_pool_in_prefork_children(**kwargs: Any) -> None:
     """A prefork child runs one task at a time, but not on one thread: deliveries publish to
     Nacos from a thread pool and gateway status is sent from a thread of its own. Celery's
     Django fixup closes a process's PostgreSQL pool around every task in prefork children,
@@ -32,7 +33,7 @@ def _no_connection_pool_in_prefork_children(**kwargs) -> None:
         connections[alias].settings_dict.get("OPTIONS", {}).pop("pool", None)
 
 
-def _runs_eagerly(task) -> bool:
+def _runs_eagerly(task: Task | None) -> bool:
     """A task run eagerly (`.apply()`, or `task_always_eager`) runs on its caller's thread,
     maybe inside the caller's transaction: the caller's connections are not the task's to
     close."""
@@ -40,7 +41,7 @@ def _runs_eagerly(task) -> bool:
 
 
 @task_prerun.connect
-def _usable_connections_before_a_task(task=None, **kwargs) -> None:
+def _usable_connections_before_a_task(task: Task | None = None, **kwargs: Any) -> None:
     """Connections are kept across tasks (CELERY_DB_REUSE_MAX in settings): before each
     one, those past CONN_MAX_AGE or failing their health check are closed, as Django does
     before a request."""
@@ -49,7 +50,9 @@ def _usable_connections_before_a_task(task=None, **kwargs) -> None:
 
 
 @task_postrun.connect
-def _tidy_connections_after_a_task(task=None, state=None, **kwargs) -> None:
+def _tidy_connections_after_a_task(
+    task: Task | None = None, state: str | None = None, **kwargs: Any
+) -> None:
     """After a task that failed or is retried (a database error, a time limit that
     interrupted a query), its thread's connections may be unusable in ways Django cannot
     see: closed. After one that succeeded, kept as Django would keep them."""

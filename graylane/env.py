@@ -5,8 +5,12 @@ instead of turning into a surprising default.
 """
 
 import os
+from collections.abc import Callable
+from typing import TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
+
+N = TypeVar("N", int, float)
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -36,7 +40,7 @@ def env_int(name: str, default: int, minimum: int = 0) -> int:
     return _env_number(name, default, minimum, int, "a whole number")
 
 
-def _env_number(name: str, default, minimum, parse, kind: str):
+def _env_number(name: str, default: N, minimum: N, parse: Callable[[str], N], kind: str) -> N:
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default

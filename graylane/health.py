@@ -11,23 +11,24 @@ answer for signed-in staff.
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
-from django.http import JsonResponse
+from django.http import HttpRequest, JsonResponse
 
 log = logging.getLogger(__name__)
 READY_TIMEOUT = 1.5
 
 
-def healthz(request):
+def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
-def _check_database():
+def _check_database() -> None:
     try:
         # A real table: reading one waits for the database like any request would.
         MigrationRecorder.Migration.objects.exists()
@@ -35,7 +36,7 @@ def _check_database():
         connection.close()  # this thread's own connection (or back to the pool)
 
 
-def _check_broker():
+def _check_broker() -> None:
     if settings.REDIS_URL:
         import redis
 
@@ -46,7 +47,7 @@ def _check_broker():
             client.close()
 
 
-def _check_channel_layer():
+def _check_channel_layer() -> None:
     layer = get_channel_layer()
     async_to_sync(layer.group_send)("readyz", {"type": "readyz.ping"})
 
@@ -54,7 +55,7 @@ def _check_channel_layer():
 class Probe:
     """One check, run in a daemon thread; at most one run at a time."""
 
-    def __init__(self, name: str, check):
+    def __init__(self, name: str, check: Callable[[], None]):
         self.name = name
         self.check = check
         self.lock = threading.Lock()
@@ -111,12 +112,12 @@ def readiness() -> dict[str, str]:
     return failures
 
 
-def readyz(request):
+def readyz(request: HttpRequest) -> JsonResponse:
     failures = readiness()
     if not failures:
         return JsonResponse({"status": "ready"})
     log.warning("Not ready: %s", "; ".join(f"{k}: {v}" for k, v in failures.items()))
-    body: dict = {"status": "unavailable"}
+    body: dict[str, object] = {"status": "unavailable"}
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated and user.is_staff:
         body["failures"] = failures

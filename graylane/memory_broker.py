@@ -15,6 +15,7 @@ against the publish -> ack target (figures and the latest verdict in bench/READM
 import threading
 from queue import Empty
 from time import monotonic
+from typing import Any
 
 from kombu.transport import memory
 
@@ -22,11 +23,13 @@ _queued = threading.Event()
 
 
 class Channel(memory.Channel):
-    def _put(self, queue, message, **kwargs):
+    def _put(self, queue: str, message: Any, **kwargs: Any) -> None:
         super()._put(queue, message, **kwargs)
         _queued.set()
 
-    def _put_fanout(self, exchange, message, routing_key=None, **kwargs):
+    def _put_fanout(
+        self, exchange: str, message: Any, routing_key: str | None = None, **kwargs: Any
+    ) -> None:
         super()._put_fanout(exchange, message, routing_key, **kwargs)
         _queued.set()
 
@@ -35,7 +38,7 @@ class Transport(memory.Transport):
     Channel = Channel
     driver_type = driver_name = "graylane-memory"
 
-    def drain_events(self, connection, timeout=None, **kwargs):
+    def drain_events(self, connection: Any, timeout: float | None = None, **kwargs: Any) -> None:
         deadline = None if timeout is None else monotonic() + timeout
         while True:
             # Cleared before looking, so a message queued after the look still wakes us.

@@ -17,9 +17,13 @@ not answer within events.outages.COMMIT_OUTCOME_WAIT_SECONDS, 504 says that nobo
 
 import functools
 import logging
+from collections.abc import Callable
 from contextlib import ExitStack
+from typing import Any
 
 from django.db import connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.http import HttpRequest, HttpResponse
 
 from events.outages import (
     RETRY_AFTER_SECONDS,
@@ -35,6 +39,8 @@ log = logging.getLogger(__name__)
 
 READS = ("GET", "HEAD", "OPTIONS")
 WRITE_STATEMENTS = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+# The request's _CommitWatch, kept on the request between the middleware's two halves.
+_WATCH = "_graylane_commit_watch"
 
 
 class _CommitWatch:
@@ -51,18 +57,26 @@ class _CommitWatch:
         self.saved = False
         self.open: dict[str, int] = {}
 
-    def __call__(self, execute, sql, params, many, context):
+    def __call__(
+        self,
+        execute: Callable[..., Any],
+        sql: str,
+        params: Any,
+        many: bool,
+        context: dict[str, Any],
+    ) -> Any:
         result = execute(sql, params, many, context)
         if not self.saved and sql.lstrip()[:7].upper().startswith(WRITE_STATEMENTS):
             self._wrote(context["connection"])
         return result
 
-    def _wrote(self, connection) -> None:
+    def _wrote(self, connection: BaseDatabaseWrapper) -> None:
         if not connection.in_atomic_block:
             return
         # Once per transaction: its commit hooks (Django's list) hold ours from the first
         # write on, and a rollback drops them.
-        if any(self._is_mark(func) for _, func, _ in connection.run_on_commit):
+        # (savepoint ids, function, robust): the stubs leave out `robust`, hence the index.
+        if any(self._is_mark(hook[1]) for hook in connection.run_on_commit):
             return
         xid = transaction_id(connection)
         if xid is not None:
@@ -71,7 +85,7 @@ class _CommitWatch:
             functools.partial(self._committed, connection.alias), using=connection.alias
         )
 
-    def _is_mark(self, func) -> bool:
+    def _is_mark(self, func: Callable[[], object]) -> bool:
         return isinstance(func, functools.partial) and func.func == self._committed
 
     def _committed(self, alias: str) -> None:
@@ -80,24 +94,25 @@ class _CommitWatch:
 
 
 class OutageMiddleware:
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponse:
         if request.method in READS:
             return self.get_response(request)
-        request.commit_watch = watch = _CommitWatch()
+        watch = _CommitWatch()
+        setattr(request, _WATCH, watch)
         with ExitStack() as stack:
             for alias in connections:
                 stack.enter_context(connections[alias].execute_wrapper(watch))
             return self.get_response(request)
 
-    def process_exception(self, request, exception):
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         cause = unavailable(exception)
         if cause is None:
             return None
         where = f"{request.method} {request.path}"
-        watch = getattr(request, "commit_watch", None)
+        watch: _CommitWatch | None = getattr(request, _WATCH, None)
         if watch is not None and watch.saved:
             log.error(
                 "%s: saved, then %s was unavailable for the answer.",
@@ -130,6 +145,6 @@ class OutageMiddleware:
         return response
 
 
-def _saved(request, cause: str):
+def _saved(request: HttpRequest, cause: str) -> HttpResponse:
     detail = f"Saved, but {cause} was unavailable for the answer: read it again."
     return error_response(request, 200, {"detail": detail})

@@ -14,7 +14,8 @@ bytes have more brackets than MAX_DEPTH, or a `\\u` escape of a NUL or a surroga
 
 import io
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import IO, Any
 
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError, ValidationError
@@ -27,7 +28,12 @@ _SUSPECT_ESCAPE = re.compile(rb"\\u(?:[dD][89a-fA-F][0-9a-fA-F]{2}|0000)")
 
 
 class JSONParser(parsers.JSONParser):
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(
+        self,
+        stream: IO[Any],
+        media_type: str | None = None,
+        parser_context: Mapping[str, Any] | None = None,
+    ) -> Any:
         raw = stream.read()
         try:
             data = super().parse(io.BytesIO(raw), media_type, parser_context)

@@ -10,15 +10,17 @@ middleware after the ones that only add headers):
 Under /api/ and /nacos/ the answers are JSON, as every error there (graylane.api_errors).
 """
 
+from collections.abc import Callable
+
 from django.conf import settings
-from django.http import HttpResponse, QueryDict
+from django.http import HttpRequest, HttpResponse, QueryDict
 
 from graylane.api_errors import error_response
 
 NUL = "\x00"
 
 
-def _content_length(request) -> int | None:
+def _content_length(request: HttpRequest) -> int | None:
     try:
         return int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
@@ -33,14 +35,14 @@ def _nul_parameter(params: QueryDict) -> str | None:
 
 
 class RequestGuardMiddleware:
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponse:
         refusal = self.refusal(request)
         return refusal if refusal is not None else self.get_response(request)
 
-    def refusal(self, request) -> HttpResponse | None:
+    def refusal(self, request: HttpRequest) -> HttpResponse | None:
         length = _content_length(request)
         if length is None or length < 0:
             return error_response(request, 400, {"detail": "A bad Content-Length header."})
@@ -58,7 +60,7 @@ class RequestGuardMiddleware:
         return None
 
     @staticmethod
-    def _form_body(request) -> bytes:
+    def _form_body(request: HttpRequest) -> bytes:
         """A url-encoded form body (bounded by the limit above), else nothing: multipart and
         JSON bodies are checked by their parsers and serializers."""
         if request.content_type != "application/x-www-form-urlencoded":

@@ -133,6 +133,7 @@ INSTALLED_APPS = [
     "gateways",
     "metrics",
     "releases",
+    "graylane.apps.GraylaneConfig",
 ]
 
 MIDDLEWARE = [
@@ -297,6 +298,9 @@ else:
     CELERY_BROKER_URL = ""
     # kombu's in-memory transport (this process only), woken instead of polled.
     CELERY_BROKER_TRANSPORT = "graylane.memory_broker:Transport"
+# The Celery worker and beat as threads of the web process (graylane/background.py): only
+# without Redis, where the in-memory layer reaches no other process (graylane.E002).
+IN_PROCESS_JOBS = env_bool("IN_PROCESS_JOBS", not REDIS_URL)
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -386,8 +390,6 @@ PROMETHEUS_QUERIES = env_str("PROMETHEUS_QUERIES")
 METRICS_SOURCE = env_str("METRICS_SOURCE", "rollups")
 if METRICS_SOURCE not in ("rollups", "prometheus"):
     raise ImproperlyConfigured(f"METRICS_SOURCE={METRICS_SOURCE!r}: use rollups or prometheus.")
-if METRICS_SOURCE == "prometheus" and not PROMETHEUS_URL:
-    raise ImproperlyConfigured("METRICS_SOURCE=prometheus needs PROMETHEUS_URL.")
 if _refusal := OUTBOUND_POLICY.url_refusal(PROMETHEUS_URL):
     raise ImproperlyConfigured(f"PROMETHEUS_URL={PROMETHEUS_URL!r}: {_refusal}")
 # Events one /ws/live/ socket may have waiting before it is dropped as too slow.

@@ -25,19 +25,27 @@ and end to end against the publish -> ack target (in-process; on PostgreSQL + Re
 import asyncio
 import sys
 import tempfile
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
+from typing import IO, Any
 
 from django.conf import settings
+from django.core.handlers.wsgi import WSGIHandler
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Coroutine[Any, Any, None]]
 
 
 class WsgiInAsgi:
     """An ASGI app for HTTP that runs `wsgi_app` in a pool of `threads` threads."""
 
-    def __init__(self, wsgi_app, threads: int):
+    def __init__(self, wsgi_app: WSGIHandler, threads: int):
         self.wsgi_app = wsgi_app
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="django")
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # Spilled to disk when large, as Django's ASGI handler does.
         with tempfile.SpooledTemporaryFile(max_size=settings.FILE_UPLOAD_MAX_MEMORY_SIZE) as body:
             if not await _read_body(receive, body):
@@ -51,12 +59,16 @@ class WsgiInAsgi:
             await send(start)
             await send({"type": "http.response.body", "body": content})
 
-    def _respond(self, loop, scope, body, send):
+    def _respond(
+        self, loop: asyncio.AbstractEventLoop, scope: Scope, body: IO[bytes], send: Send
+    ) -> tuple[Message, bytes] | None:
         """In a pool thread: (start message, content) when the content is at hand; a
         streaming response is sent from here, and None returned."""
-        started = []
+        started: list[Message] = []
 
-        def start_response(status, headers, exc_info=None):
+        def start_response(
+            status: str, headers: list[tuple[str, str]], exc_info: object = None
+        ) -> None:
             # Django's Set-Cookie values start with a space (SimpleCookie's output).
             encoded = [
                 (k.lower().encode("latin-1"), v.strip().encode("latin-1")) for k, v in headers
@@ -65,12 +77,13 @@ class WsgiInAsgi:
                 {"type": "http.response.start", "status": int(status[:3]), "headers": encoded}
             )
 
-        response = self.wsgi_app(environ(scope, body), start_response)
+        # PEP 3333's start_response returns a write(); Django's handler never calls one.
+        response = self.wsgi_app(environ(scope, body), start_response)  # type: ignore[arg-type]
         try:
             if not getattr(response, "streaming", True):
                 return started[-1], b"".join(response)
 
-            def relay(message) -> None:  # from this thread, at the client's pace
+            def relay(message: Message) -> None:  # from this thread, at the client's pace
                 asyncio.run_coroutine_threadsafe(send(message), loop).result()
 
             relay(started[-1])
@@ -83,7 +96,7 @@ class WsgiInAsgi:
             response.close()  # request_finished: in this thread
 
 
-async def _read_body(receive, body) -> bool:
+async def _read_body(receive: Receive, body: IO[bytes]) -> bool:
     """Reads the request body into the file `body`; False when the client disconnected."""
     while True:
         message = await receive()
@@ -95,7 +108,7 @@ async def _read_body(receive, body) -> bool:
             return True
 
 
-def environ(scope, body) -> dict:
+def environ(scope: Scope, body: IO[bytes]) -> dict[str, Any]:
     """The WSGI environ (PEP 3333) of an ASGI HTTP scope."""
     server = scope.get("server") or ("localhost", 80)
     result = {

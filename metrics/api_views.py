@@ -1,10 +1,15 @@
+from collections.abc import Callable
+from typing import Any
+
 from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from gateways.authentication import GatewayOnlyTokenAuthentication
+from gateways.models import Gateway
 from gateways.protocol.views import GATEWAY_TOKEN, REFUSALS, GatewayEndpoint
 from metrics import promql_source, services
 from metrics.permissions import GatewayOnly
@@ -44,12 +49,12 @@ class MetricsIngestView(GatewayEndpoint):
             **REFUSALS,
         },
     )
-    def post(self, request):
-        serializer = IngestSerializer(
-            data=request.data, context={"gateway": request.user.gateway.name}
-        )
+    def post(self, request: Request) -> Response:
+        gateway = request.auth
+        assert isinstance(gateway, Gateway), "GatewayOnlyTokenAuthentication lets gateways in only"
+        serializer = IngestSerializer(data=request.data, context={"gateway": gateway.name})
         serializer.is_valid(raise_exception=True)
-        ingested = services.ingest(request.user.gateway, serializer.to_samples())
+        ingested = services.ingest(gateway, serializer.to_samples())
         answer = {
             "accepted": ingested.accepted,
             "duplicates": ingested.duplicates,
@@ -66,12 +71,14 @@ SOURCE_FAILURES = {
 
 
 class _SeriesView(APIView):
-    def query(self, request) -> dict:
+    def query(self, request: Request) -> dict[str, Any]:
         query = SeriesQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         return dict(query.validated_data)
 
-    def answer(self, read, request) -> Response:
+    def answer(
+        self, read: Callable[[str, int, int, str], services.Series], request: Request
+    ) -> Response:
         q = self.query(request)
         try:
             series = read(q["service"], q["since"], q["step"], q["source"])
@@ -90,7 +97,7 @@ class SuccessRateView(_SeriesView):
         parameters=[SeriesQuerySerializer],
         responses={200: SuccessRateSeriesSerializer, **SOURCE_FAILURES},
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         return self.answer(services.success_rate_series, request)
 
 
@@ -106,5 +113,5 @@ class LatencyView(_SeriesView):
         parameters=[SeriesQuerySerializer],
         responses={200: LatencySeriesSerializer, **SOURCE_FAILURES},
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         return self.answer(services.latency_series, request)

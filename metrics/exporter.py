@@ -8,13 +8,14 @@ set METRICS_TOKEN and give Prometheus `authorization: {credentials: <token>}` (s
 
 import hmac
 import time
+from collections.abc import Iterator
 
 from django.conf import settings
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gateways import generation
@@ -25,7 +26,7 @@ from registry_sync.models import Registry
 
 
 class GraylaneCollector(Collector):
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         revision = PolicyState.objects.filter(pk=1).values_list("revision", flat=True).first()
         yield GaugeMetricFamily(
             "graylane_policy_revision", "The live policy's revision.", value=revision or 0
@@ -54,12 +55,12 @@ class GraylaneCollector(Collector):
             labels=["registry"],
         )
         now = timezone.now()
-        for name, is_stale, success in Registry.objects.values_list(
+        for name, is_stale, last_success in Registry.objects.values_list(
             "name", "stale", "last_success_at"
         ):
             stale.add_metric([name], int(is_stale))
-            if success is not None:
-                age.add_metric([name], (now - success).total_seconds())
+            if last_success is not None:
+                age.add_metric([name], (now - last_success).total_seconds())
         yield stale
         yield age
         windows = live.store()
@@ -94,7 +95,7 @@ _registry.register(GraylaneCollector())
 
 
 @require_GET
-def metrics(request):
+def metrics(request: HttpRequest) -> HttpResponse:
     token = settings.METRICS_TOKEN
     if token:
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import redis
 from django.conf import settings
+from redis.commands.core import Script
 
 from metrics import latency
 from metrics.samples import Figures, Sample
@@ -122,7 +123,7 @@ class MemoryWindows(LiveWindows):
         self._forgot_at = 0.0
         self._claimed = 0
 
-    def accept(self, gateway, samples):
+    def accept(self, gateway: str, samples: list[Sample]) -> Counted:
         new, over_cap = [], []
         with self._lock:
             self._prune()
@@ -151,7 +152,7 @@ class MemoryWindows(LiveWindows):
             self._forget_quiet(int(now) - keep_seconds())
         return len(self._latest) < settings.METRICS_MAX_SERIES
 
-    def withdraw(self, gateway, samples):
+    def withdraw(self, gateway: str, samples: list[Sample]) -> None:
         with self._lock:
             for sample in samples:
                 second = self._seconds.get(sample.series, {}).get(sample.ts)
@@ -188,11 +189,11 @@ class MemoryWindows(LiveWindows):
             del self._latest[series]
             self._seconds.pop(series, None)
 
-    def active(self, since):
+    def active(self, since: int) -> list[Series]:
         with self._lock:
             return sorted(series for series, latest in self._latest.items() if latest >= since)
 
-    def seconds(self, series, first, last):
+    def seconds(self, series: list[Series], first: int, last: int) -> dict[Series, list[Second]]:
         with self._lock:
             return {
                 one: [
@@ -203,7 +204,9 @@ class MemoryWindows(LiveWindows):
                 for one in series
             }
 
-    def by_gateway(self, series, first, last):
+    def by_gateway(
+        self, series: list[Series], first: int, last: int
+    ) -> dict[Series, dict[str, Figures]]:
         answer: dict[Series, dict[str, Figures]] = {}
         with self._lock:
             for one in series:
@@ -215,11 +218,11 @@ class MemoryWindows(LiveWindows):
                 answer[one] = dict(per_gateway)
         return answer
 
-    def ingested(self):
+    def ingested(self) -> int:
         with self._lock:
             return self._ingested
 
-    def claim(self, second):
+    def claim(self, second: int) -> bool:
         with self._lock:
             if second <= self._claimed:
                 return False
@@ -287,17 +290,17 @@ class RedisWindows(LiveWindows):
             f"{self.prefix}:ingested",
         ]
 
-    def _run(self, script, gateway: str, samples: list[Sample]) -> list[int]:
+    def _run(self, script: Script, gateway: str, samples: list[Sample]) -> list[int]:
         ttl = keep_seconds()
         cap = [settings.METRICS_MAX_SERIES, int(time.time()) - ttl]
         pipe = self.redis.pipeline(transaction=False)
         for sample in samples:
             bucket = "" if sample.bucket is None else str(sample.bucket)
-            args = [gateway, sample.total, sample.errors, bucket, ttl, sample.ts]
+            args: list[str | int] = [gateway, sample.total, sample.errors, bucket, ttl, sample.ts]
             script(self._keys(sample), [*args, self._series_key(sample.series), *cap], client=pipe)
         return pipe.execute()
 
-    def accept(self, gateway, samples):
+    def accept(self, gateway: str, samples: list[Sample]) -> Counted:
         if not samples:
             return Counted([], [])
         outcomes = self._run(self._accept, gateway, samples)
@@ -307,11 +310,11 @@ class RedisWindows(LiveWindows):
             [sample for sample, outcome in pairs if outcome == 2],
         )
 
-    def withdraw(self, gateway, samples):
+    def withdraw(self, gateway: str, samples: list[Sample]) -> None:
         if samples:
             self._run(self._withdraw, gateway, samples)
 
-    def active(self, since):
+    def active(self, since: int) -> list[Series]:
         key = f"{self.prefix}:active"
         pipe = self.redis.pipeline(transaction=False)
         pipe.zremrangebyscore(key, "-inf", int(time.time()) - keep_seconds())
@@ -319,7 +322,7 @@ class RedisWindows(LiveWindows):
         _, members = pipe.execute()
         return sorted(tuple(json.loads(member)) for member in members)
 
-    def seconds(self, series, first, last):
+    def seconds(self, series: list[Series], first: int, last: int) -> dict[Series, list[Second]]:
         pipe = self.redis.pipeline(transaction=False)
         wanted = [(one, ts) for one in series for ts in range(first, last + 1)]
         for one, ts in wanted:
@@ -336,7 +339,9 @@ class RedisWindows(LiveWindows):
             answer[one].append((ts, int(fields[b"t"]), int(fields[b"e"]), histogram))
         return answer
 
-    def by_gateway(self, series, first, last):
+    def by_gateway(
+        self, series: list[Series], first: int, last: int
+    ) -> dict[Series, dict[str, Figures]]:
         pipe = self.redis.pipeline(transaction=False)
         wanted = [(one, ts) for one in series for ts in range(first, last + 1)]
         for one, ts in wanted:
@@ -349,10 +354,10 @@ class RedisWindows(LiveWindows):
                 answer[one][gateway.decode()].add(int(total), int(errors), histogram)
         return {one: dict(per_gateway) for one, per_gateway in answer.items()}
 
-    def ingested(self):
+    def ingested(self) -> int:
         return int(self.redis.get(f"{self.prefix}:ingested") or 0)
 
-    def claim(self, second):
+    def claim(self, second: int) -> bool:
         return self._claim(keys=[f"{self.prefix}:claimed"], args=[second]) == 1
 
 

@@ -20,7 +20,7 @@ class MinuteRollup(models.Model):
         ]
         indexes = [models.Index(fields=["minute"], name="metrics_rollup_minute")]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.service} {self.version} @{self.minute}"
 
 
@@ -44,5 +44,5 @@ class MinuteLatency(models.Model):
         ]
         indexes = [models.Index(fields=["minute"], name="metrics_latency_minute")]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.service} {self.version} @{self.minute} bucket {self.bucket}"

@@ -24,6 +24,7 @@ import time
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 import httpx
 from django.conf import settings
@@ -167,7 +168,7 @@ class PrometheusSource:
             for version, points in answer.items()
         }
 
-    def _call(self, endpoint: str, name: str, **params) -> dict:
+    def _call(self, endpoint: str, name: str, **params: str | float) -> dict[str, Any]:
         url = f"{self.url}/api/v1/{endpoint}"
         try:
             with self.policy.client(timeout=self.timeout) as client:

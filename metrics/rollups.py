@@ -19,13 +19,21 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from django.db import DatabaseError, connection, transaction
+from django.db.backends.utils import CursorWrapper
+from django.db.models import Model
 
 from events import outages
 from metrics.models import MinuteLatency, MinuteRollup
 from metrics.samples import Sample
 
 
-def _additive_upsert(cursor, model, keys: list[str], counters: list[str], rows: list) -> None:
+def _additive_upsert(
+    cursor: CursorWrapper,
+    model: type[Model],
+    keys: list[str],
+    counters: list[str],
+    rows: list[tuple[str | int, ...]],
+) -> None:
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     columns = ", ".join(quote(name) for name in keys + counters)

@@ -1,5 +1,6 @@
 import math
 import time
+from typing import Any
 
 from django.conf import settings
 from rest_framework import serializers
@@ -15,7 +16,7 @@ class StrictSerializer(serializers.Serializer):
     """Refuses fields it does not know, naming them: a misspelt `erors` must not pass as a
     sample without errors."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:
@@ -29,7 +30,8 @@ class SampleSerializer(StrictSerializer):
     ts = serializers.IntegerField(help_text="Epoch seconds: the start of the sample's window.")
     window_s = serializers.IntegerField(min_value=1, max_value=60, default=1)
     total = serializers.IntegerField(min_value=0, max_value=10**9)
-    errors = serializers.IntegerField(
+    # DRF's metaclass takes declared fields off the class: Serializer.errors stays as it is.
+    errors = serializers.IntegerField(  # type: ignore[assignment]
         min_value=0, help_text="5xx answers and failed proxy attempts, at most `total`."
     )
     latency_ms_p95 = serializers.FloatField(
@@ -53,7 +55,7 @@ class SampleSerializer(StrictSerializer):
             raise serializers.ValidationError("Must be a finite number.")
         return value
 
-    def validate(self, attrs):
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs["errors"] > attrs["total"]:
             raise serializers.ValidationError({"errors": ["More errors than requests (total)."]})
         return attrs
@@ -122,7 +124,8 @@ class SeriesQuerySerializer(serializers.Serializer):
         help_text="Seconds per point, a multiple of 60 (the rollups are per minute).",
     )
 
-    source = serializers.ChoiceField(
+    # DRF's metaclass takes declared fields off the class: Field.source stays as it is.
+    source = serializers.ChoiceField(  # type: ignore[assignment]
         choices=["rollups", "prometheus"],
         required=False,
         help_text="Where the series come from: the per-minute rollups of what gateways "
@@ -137,7 +140,7 @@ class SeriesQuerySerializer(serializers.Serializer):
             raise serializers.ValidationError("Must be a multiple of 60.")
         return value
 
-    def validate(self, attrs):
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         now = int(time.time())
         since = attrs.get("since", now - 3600)
         if since > now:

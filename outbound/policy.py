@@ -24,6 +24,7 @@ import socket
 import ssl
 import threading
 from collections.abc import Iterable
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import httpx
@@ -150,7 +151,7 @@ class Policy:
             pass
         return None
 
-    def client(self, *, verify: ssl.SSLContext | bool = True, **options) -> httpx.Client:
+    def client(self, *, verify: ssl.SSLContext | bool = True, **options: Any) -> httpx.Client:
         """An httpx.Client whose every connection goes only where this policy allows
         (`verify` as httpx's; `options` for httpx.Client). Environment proxies are not
         used: the connection must be the checked one."""

@@ -1,9 +1,14 @@
+from typing import Any
+
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 
 from policy.documents import policy_of
@@ -39,7 +44,7 @@ def with_etag(response: Response, state: PolicyState) -> Response:
     return response
 
 
-def header_if_match(request) -> int | None:
+def header_if_match(request: Request) -> int | None:
     """The revision an `If-Match` header expects, None when absent or `*`."""
     raw = request.headers.get("If-Match", "").strip()
     if not raw or raw == "*":
@@ -73,19 +78,19 @@ class PolicyView(APIView):
     serializer_class = PolicySerializer
 
     @extend_schema(responses=PolicySerializer)
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         state = load_state()
         return with_etag(Response(policy_payload(state)), state)
 
     @extend_schema(request=PolicySerializer, responses=PolicySerializer)
-    def put(self, request):
+    def put(self, request: Request) -> Response:
         return self._write(request, partial=False)
 
     @extend_schema(request=PolicySerializer, responses=PolicySerializer)
-    def patch(self, request):
+    def patch(self, request: Request) -> Response:
         return self._write(request, partial=True)
 
-    def _write(self, request, *, partial: bool):
+    def _write(self, request: Request, *, partial: bool) -> Response:
         if not isinstance(request.data, dict):
             raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
         # What a GET returns can be sent back as it is: the read-only fields are not policy.
@@ -118,7 +123,7 @@ class SimulateView(APIView):
     """Which flag, version and instances a request would get, and which rule matched."""
 
     @extend_schema(request=SimulateRequestSerializer, responses=SimulateResponseSerializer)
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         form = SimulateRequestSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
@@ -142,14 +147,14 @@ class RevisionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     lookup_url_kwarg = "n"
     lookup_value_regex = "[0-9]+"
 
-    def get_serializer_class(self):
+    def get_serializer_class(self) -> type[BaseSerializer]:
         if self.action == "list":
             return RevisionSerializer
         if self.action == "rollback":
             return RollbackSerializer
         return RevisionDetailSerializer
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Revision]:
         load_state()  # a fresh installation has its initial revision from the first read
         if self.action == "list":
             return Revision.objects.order_by("-number").defer("content", "diff")
@@ -157,7 +162,7 @@ class RevisionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
 
     @extend_schema(request=RollbackSerializer, responses={201: RevisionDetailSerializer})
     @action(detail=True, methods=["post"])
-    def rollback(self, request, n=None):
+    def rollback(self, request: Request, n: str | None = None) -> Response:
         target = get_object_or_404(self.get_queryset(), number=n)
         form = RollbackSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -186,15 +191,16 @@ class ServiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     lookup_field = "name"
     lookup_value_regex = "[^/]+"
 
-    def list(self, request, *args, **kwargs):
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         page = self.paginate_queryset(self.get_queryset())
+        assert page is not None, "the API paginates every list (DEFAULT_PAGINATION_CLASS)"
         return self.get_paginated_response(service_rows(page, load_state().document))
 
-    def retrieve(self, request, *args, **kwargs):
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return Response(service_rows([self.get_object()], load_state().document)[0])
 
     @extend_schema(request=ServiceVersionsSerializer, responses=ServiceSerializer)
-    def partial_update(self, request, *args, **kwargs):
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         service = self.get_object()
         if not isinstance(request.data, dict):
             raise ValidationError({"non_field_errors": ["Expected a JSON object."]})

@@ -1,4 +1,5 @@
 import json
+from typing import Any
 
 from django.db import models
 
@@ -17,7 +18,7 @@ class PolicyState(models.Model):
         verbose_name = "live policy"
         verbose_name_plural = "live policy"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"live policy at revision {self.revision}"
 
     @property
@@ -41,10 +42,10 @@ class Revision(models.Model):
     class Meta:
         ordering = ["-number"]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"revision {self.number}"
 
-    def save(self, *args, **kwargs):
+    def save(self, *args: Any, **kwargs: Any) -> None:
         if self.pk is not None:
             raise ValueError("Revisions are immutable.")
         super().save(*args, **kwargs)

@@ -79,7 +79,7 @@ class SimulateRequestSerializer(serializers.Serializer):
         required=False, allow_blank=True, allow_null=True, max_length=MAX_ENTRY_LENGTH
     )
 
-    def validate_headers(self, value):
+    def validate_headers(self, value: dict[str, str]) -> dict[str, str]:
         if len(value) > MAX_HEADERS:
             raise serializers.ValidationError(f"At most {MAX_HEADERS} headers.")
         for name in value:
@@ -89,7 +89,7 @@ class SimulateRequestSerializer(serializers.Serializer):
                 )
         return value
 
-    def validate_ip(self, value):
+    def validate_ip(self, value: str | None) -> str | None:
         if value:
             try:
                 ipaddress.ip_address(value.strip())

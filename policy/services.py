@@ -3,6 +3,7 @@ through policy.publishing (one locked write path, a revision and an audit entry)
 
 import json
 from collections import Counter
+from typing import Any
 
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q
 
@@ -32,7 +33,7 @@ def update_policy(
     """Replace (or, `partial`, merge-patch) the gray policy. Raises PolicyError with field
     messages, or StaleRevision when `expected_revision` is not the live one."""
 
-    def change(document):
+    def change(document: dict[str, Any]) -> dict[str, Any]:
         current = policy_of(document)
         policy = normalize_policy(merge_patch(current, data) if partial else data)
         check_overrides_still_valid(policy, document["services"])
@@ -63,7 +64,7 @@ def set_service_versions(
     default) to one service's override. Raises PolicyError or StaleRevision like
     update_policy."""
 
-    def change(document):
+    def change(document: dict[str, Any]) -> dict[str, Any]:
         return with_override(document, service, normalize_override(document, service, changes))
 
     return publish(
@@ -119,7 +120,7 @@ def service_rows(services: list[Service], document: dict) -> list[dict]:
         rows.append(
             {
                 "name": service.name,
-                "registry": service.registry.name if service.registry_id else None,
+                "registry": service.registry.name if service.registry else None,
                 "prod_version": prod,
                 "gray_version": gray,
                 "override": document["services"].get(service.name, {}),

@@ -1,6 +1,8 @@
 """What the gateway would do for a request, computed with the gateway's own engine."""
 
+from collections.abc import Mapping
 from functools import lru_cache
+from typing import Any
 
 from django.conf import settings
 
@@ -36,7 +38,15 @@ def matcher_for(state: PolicyState) -> GrayMatcher:
     return matcher
 
 
-def simulate(state: PolicyState, *, service, headers, ip, city, user) -> dict:
+def simulate(
+    state: PolicyState,
+    *,
+    service: str | None,
+    headers: Mapping[str, str] | None,
+    ip: str | None,
+    city: str | None,
+    user: str | None,
+) -> dict[str, Any]:
     """A simulated request is taken as one that came through a trusted proxy: its `ip` is
     the client's, its city header is believed. Without an explicit `city`, the city is the
     one a gateway would find: the city header's, else GeoIP's for `ip`."""
@@ -48,7 +58,7 @@ def simulate(state: PolicyState, *, service, headers, ip, city, user) -> dict:
     matcher = matcher_for(state)
     decide = matcher.for_service(service) if service else matcher.decide
     decision = decide(headers, ip=ip, city=city or "", user=user)
-    result = {
+    result: dict[str, Any] = {
         "flag": decision.flag,
         "matched": decision.matched,
         "city": city,
@@ -66,7 +76,7 @@ def simulate(state: PolicyState, *, service, headers, ip, city, user) -> dict:
     )
     if not document["gray"]["routing"]:
         # `routing` off (the reference design's gray.load): the balancer ignores versions.
-        chosen = [i for i in instances if i["state"] == "UP"]
+        chosen: list[Mapping[str, Any]] = [i for i in instances if i["state"] == "UP"]
         result["version"] = None
     else:
         result["version"], chosen = select_instances(instances, decision.flag, prod, gray)

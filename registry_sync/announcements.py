@@ -3,6 +3,7 @@ gateways, through `routable_instances_changed`, when the routable list of some s
 changed; the live pages, through `events`, with each instance's API fields."""
 
 from collections.abc import Iterable
+from typing import cast
 
 import events
 from registry_sync.models import Instance
@@ -16,13 +17,14 @@ MAX_INSTANCE_EVENTS = 100
 
 def instances_changed(rows: list[Instance], *, registry: str = "") -> None:
     if len(rows) > MAX_INSTANCE_EVENTS:
-        events.publish_best_effort(
-            events.RegistryChanged({"registry": registry, "changed": len(rows)})
-        )
+        events.publish_best_effort(events.RegistryChanged(registry=registry, changed=len(rows)))
         return
     events.publish_best_effort(
         *(
-            events.InstanceChanged({"service": row.service.name, **InstanceSerializer(row).data})
+            events.InstanceChanged(
+                service=row.service.name,
+                instance=cast(events.InstanceFields, dict(InstanceSerializer(row).data)),
+            )
             for row in rows
         )
     )

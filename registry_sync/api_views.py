@@ -1,8 +1,11 @@
+from typing import Any
+
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, mixins, permissions, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -79,7 +82,7 @@ class MayReportLifecycle(permissions.BasePermission):
     request's user carries its `gateway` (gateways.authentication.GatewayPrincipal, a layer
     above this app, so it is recognised by that attribute rather than imported)."""
 
-    def has_permission(self, request, view):
+    def has_permission(self, request: Request, view: APIView) -> bool:
         user = request.user
         if not user or not user.is_authenticated:
             return False
@@ -99,7 +102,7 @@ class LifecycleReportView(APIView):
             400: OpenApiResponse(description="Field messages; nothing is stored."),
         },
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         serializer = LifecycleEventSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         row = record_lifecycle_event(serializer.validated_data, reporter=str(request.user))
@@ -113,7 +116,7 @@ class ServiceLifecycleView(generics.ListAPIView):
     queryset = LifecycleEvent.objects.none()
 
     @extend_schema(parameters=[LifecycleQuerySerializer])
-    def get(self, request, *args, **kwargs):
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self):

@@ -73,7 +73,7 @@ class Registry(models.Model):
         ordering = ["name"]
         verbose_name_plural = "registries"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.name
 
     def last_error_for(self, user) -> str:
@@ -104,7 +104,7 @@ class Service(models.Model):
     class Meta:
         ordering = ["name"]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.name
 
 
@@ -145,7 +145,7 @@ class Instance(models.Model):
             models.UniqueConstraint(fields=["service", "instance_id"], name="unique_instance")
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.service.name} {self.host}:{self.port}"
 
 
@@ -171,5 +171,5 @@ class LifecycleEvent(models.Model):
         ordering = ["-at", "-id"]
         indexes = [models.Index(fields=["service", "at"])]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.service} {self.host}:{self.port} {self.event}"

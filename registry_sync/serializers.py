@@ -1,4 +1,5 @@
 import json
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -118,7 +119,7 @@ class RegistrySerializer(serializers.ModelSerializer):
             raise serializers.ValidationError("At least 0.5 seconds.")
         return value
 
-    def validate(self, attrs):
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         kind = attrs.get("kind", getattr(self.instance, "kind", Registry.EMBEDDED))
         base_url = attrs.get("base_url", getattr(self.instance, "base_url", ""))
         if kind != Registry.EMBEDDED and not base_url:

@@ -114,8 +114,8 @@ def _without_credentials(url: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
-def _registry_view(registry: Registry) -> dict:
-    view = {"name": registry.name}
+def _registry_view(registry: Registry) -> dict[str, object]:
+    view: dict[str, object] = {"name": registry.name}
     view.update({field: getattr(registry, field) for field in REGISTRY_AUDITED_FIELDS})
     view["base_url"] = _without_credentials(registry.base_url)
     view["has_password"] = bool(registry.password)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Field, Q
 from django.utils import timezone
 
 from audit import log as audit_log
@@ -235,7 +235,9 @@ class _Observation:
     reapply: list[Instance] = field(default_factory=list)
 
 
-def _apply(registry, snapshot: Snapshot, adapter) -> tuple[SyncSummary, list[Instance]]:
+def _apply(
+    registry: Registry, snapshot: Snapshot, adapter: RegistryAdapter
+) -> tuple[SyncSummary, list[Instance]]:
     """Writes what the snapshot changes, in one transaction, and marks the registry synced;
     (the summary, the rows whose offline must be re-applied in the registry)."""
     summary = SyncSummary(registry=registry.name, skipped=list(snapshot.skipped))
@@ -253,7 +255,9 @@ def _apply(registry, snapshot: Snapshot, adapter) -> tuple[SyncSummary, list[Ins
     return summary, seen.reapply
 
 
-def _services_of(registry, snapshot: Snapshot, summary: SyncSummary) -> dict[str, Service]:
+def _services_of(
+    registry: Registry, snapshot: Snapshot, summary: SyncSummary
+) -> dict[str, Service]:
     """By name, the services the snapshot lists or the registry owns: those missing
     created, those of no registry adopted by this one."""
     services = {
@@ -268,7 +272,7 @@ def _services_of(registry, snapshot: Snapshot, summary: SyncSummary) -> dict[str
     return services
 
 
-def _create_services(names: list[str], registry) -> dict[str, Service]:
+def _create_services(names: list[str], registry: Registry) -> dict[str, Service]:
     if not names:
         return {}
     new_services = [Service(name=name, registry=registry) for name in names]
@@ -294,7 +298,10 @@ def _attach_service(row: Instance, service: Service) -> None:
 
 
 def _observe_listed(
-    snapshot: Snapshot, services: dict[str, Service], stored, seen: _Observation
+    snapshot: Snapshot,
+    services: dict[str, Service],
+    stored: dict[tuple[int, str], Instance],
+    seen: _Observation,
 ) -> set[tuple[int, str]]:
     """Every listed instance observed on its stored row, or on a new one; the keys listed."""
     listed = set()
@@ -338,7 +345,11 @@ def _observe_stored(row: Instance, instance: RegistryInstance, seen: _Observatio
 
 
 def _observe_unlisted(
-    stored, listed: set[tuple[int, str]], skipped, lists_disabled: bool, seen: _Observation
+    stored: dict[tuple[int, str], Instance],
+    listed: set[tuple[int, str]],
+    skipped: list[SkippedInstance],
+    lists_disabled: bool,
+    seen: _Observation,
 ) -> None:
     """The stored instances the registry did not list (and not DOWN already) are gone,
     unless their absence proves nothing: one was skipped as invalid, or it is disabled and
@@ -362,7 +373,8 @@ def _observe_unlisted(
 def _end_unlisted_drain(row: Instance, seen: _Observation) -> None:
     """A disabled instance left out of the listing (a Nacos client listing drops them) is
     kept as it is, except that a drain an operator asked for ends on time."""
-    if row.offline_intent and row.state == Instance.DRAINING and row.drain_until <= seen.now:
+    drained = row.drain_until is not None and row.drain_until <= seen.now
+    if row.offline_intent and row.state == Instance.DRAINING and drained:
         row.state = Instance.OFFLINE
         seen.updated.append(row)
     else:
@@ -390,7 +402,7 @@ def _summarise(seen: _Observation, summary: SyncSummary) -> None:
     summary.routable_changed = seen.routable_changed
 
 
-def _record_success(registry, summary: SyncSummary, now: datetime) -> None:
+def _record_success(registry: Registry, summary: SyncSummary, now: datetime) -> None:
     Registry.objects.filter(pk=registry.pk).update(
         stale=False,
         last_error=validation.report(summary.skipped),
@@ -406,10 +418,12 @@ def _update(rows: list[Instance], names: list[str]) -> None:
     thousands of rows (measured when this replaced it; bench/README.md, sync)."""
     conn = transaction.get_connection()
     meta, ops = Instance._meta, conn.ops
-    fields = [meta.get_field(name) for name in names]
+    fields = [field for field in map(meta.get_field, names) if isinstance(field, Field)]
+    columns = [ops.quote_name(field.column) for field in fields if field.column]
+    assert len(columns) == len(names), f"not all of {names} are columns"
     sql = (
         f"UPDATE {ops.quote_name(meta.db_table)} SET "
-        f"{', '.join(f'{ops.quote_name(f.column)} = %s' for f in fields)} "
+        f"{', '.join(f'{column} = %s' for column in columns)} "
         f"WHERE {ops.quote_name(meta.pk.column)} = %s"
     )
     params = [[*(f.get_db_prep_save(getattr(row, f.attname), conn) for f in fields), row.pk]

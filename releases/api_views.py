@@ -1,6 +1,9 @@
+from collections.abc import Callable
+
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, status, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from releases import bundles, services
@@ -15,8 +18,13 @@ from releases.serializers import (
 )
 
 
-def _action(name: str, act=services.act, serializer=ReleaseSerializer, what: str = "release"):
-    def run(self, request, pk=None):
+def _action(
+    name: str,
+    act: Callable[..., Release | ReleaseBundle] = services.act,
+    serializer: type[serializers.ModelSerializer] = ReleaseSerializer,
+    what: str = "release",
+) -> Callable[..., Response]:
+    def run(self: viewsets.GenericViewSet, request: Request, pk: str | None = None) -> Response:
         target = self.get_object()
         try:
             target = act(target.pk, name, actor=request.user.username, source="api")
@@ -39,7 +47,7 @@ class ReleaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     filterset_class = ReleaseFilter
 
     @extend_schema(request=ReleaseCreateSerializer, responses={201: ReleaseSerializer})
-    def create(self, request):
+    def create(self, request: Request) -> Response:
         form = ReleaseCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:
@@ -59,13 +67,13 @@ class ReleaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
 
     @extend_schema(responses=ReleaseEventSerializer(many=True), filters=False)
     @action(detail=True, methods=["get"], filterset_class=None)
-    def events(self, request, pk=None):
+    def events(self, request: Request, pk: str | None = None) -> Response:
         """The release's timeline, newest first."""
         page = self.paginate_queryset(self.get_object().events.all())
         return self.get_paginated_response(ReleaseEventSerializer(page, many=True).data)
 
 
-def _bundle_action(name: str):
+def _bundle_action(name: str) -> Callable[..., Response]:
     return _action(name, bundles.act_bundle, BundleSerializer, "bundle, each release in order")
 
 
@@ -78,7 +86,7 @@ class ReleaseBundleViewSet(
     serializer_class = BundleSerializer
 
     @extend_schema(request=BundleCreateSerializer, responses={201: BundleSerializer})
-    def create(self, request):
+    def create(self, request: Request) -> Response:
         form = BundleCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:

@@ -19,8 +19,16 @@ class ReleaseBundle(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"bundle {self.pk} {self.name}"
+
+    def members(self) -> list["Release"]:
+        """Its releases in dependency order (prefetched ones are not read again)."""
+        return sorted(self.releases.all(), key=lambda member: member.position)
+
+    def state(self) -> str:
+        """The one state the API and the pages show for it."""
+        return states.common_state([member.state for member in self.members()])
 
 
 class Release(models.Model):
@@ -65,7 +73,7 @@ class Release(models.Model):
             )
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"release {self.pk} of {self.service} {self.to_version}"
 
     def step_label(self, index: int | None = None) -> str:
@@ -102,8 +110,12 @@ class ReleaseEvent(models.Model):
         ordering = ["-at", "-id"]
         indexes = [models.Index(fields=["release", "-at"], name="releases_event_timeline")]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.kind} of release {self.release_id}"
+
+    def why(self) -> str:
+        """Why it happened, as the timelines show it."""
+        return self.detail.get("reason") or self.detail.get("routing") or ""
 
 
 class Webhook(models.Model):
@@ -123,10 +135,10 @@ class Webhook(models.Model):
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.name
 
-    def clean(self):
+    def clean(self) -> None:
         super().clean()
         if refusal := settings.OUTBOUND_POLICY.url_refusal(self.url):
             raise ValidationError({"url": refusal})
@@ -146,5 +158,5 @@ class WebhookDelivery(models.Model):
     class Meta:
         ordering = ["-at", "-id"]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.event} to {self.webhook} (attempt {self.attempt})"

@@ -1,5 +1,8 @@
+from typing import Any
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.utils.serializer_helpers import ReturnDict
 
 from releases import states
 from releases.models import Release, ReleaseBundle, ReleaseEvent
@@ -14,7 +17,7 @@ class StepSerializer(serializers.Serializer):
     targeted = serializers.BooleanField(required=False)
     percent = serializers.IntegerField(required=False, min_value=1, max_value=100)
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
             unknown = set(data) - {"targeted", "percent"}
             if unknown:
@@ -23,7 +26,7 @@ class StepSerializer(serializers.Serializer):
                 )
         return super().to_internal_value(data)
 
-    def validate(self, attrs):
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs.get("targeted") is True and "percent" not in attrs:
             return {"targeted": True}
         if "percent" in attrs and "targeted" not in attrs:
@@ -42,7 +45,7 @@ class AnalysisSerializer(serializers.Serializer):
     max_p95_ms = serializers.FloatField(min_value=0, allow_null=True, default=None)
     deadline_s = serializers.IntegerField(min_value=5, default=3600)
 
-    def validate(self, attrs):
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs["deadline_s"] < attrs["interval_s"]:
             raise serializers.ValidationError(
                 {"deadline_s": ["Must be at least interval_s (one interval per step)."]}
@@ -64,7 +67,7 @@ class ReleaseCreateSerializer(serializers.Serializer):
     steps = StepSerializer(many=True)
     analysis = AnalysisSerializer(default=dict)
 
-    def validate_steps(self, steps):
+    def validate_steps(self, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not steps or len(steps) > MAX_STEPS:
             raise serializers.ValidationError(f"From 1 to {MAX_STEPS} steps.")
         if any(step.get("targeted") for step in steps[1:]):
@@ -74,7 +77,7 @@ class ReleaseCreateSerializer(serializers.Serializer):
             raise serializers.ValidationError("Percentages must grow from step to step.")
         return steps
 
-    def validate_analysis(self, value):
+    def validate_analysis(self, value: dict[str, Any]) -> dict[str, Any]:
         if not value:  # the default: every setting at its default
             form = AnalysisSerializer(data={})
             form.is_valid(raise_exception=True)
@@ -117,7 +120,7 @@ class ReleaseSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
-    def get_allowed_actions(self, release) -> list[str]:
+    def get_allowed_actions(self, release: Release) -> list[str]:
         return states.allowed_actions(release.state)
 
 
@@ -167,12 +170,9 @@ class BundleSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "state", "created_by", "created_at", "releases"]
         read_only_fields = fields
 
-    def _members(self, bundle) -> list[Release]:
-        return list(bundle.releases.order_by("position"))
-
-    def get_state(self, bundle) -> str:
-        return states.common_state([member.state for member in self._members(bundle)])
+    def get_state(self, bundle: ReleaseBundle) -> str:
+        return bundle.state()
 
     @extend_schema_field(ReleaseSerializer(many=True))
-    def get_releases(self, bundle) -> list:
-        return ReleaseSerializer(self._members(bundle), many=True).data
+    def get_releases(self, bundle: ReleaseBundle) -> list[ReturnDict]:
+        return [ReleaseSerializer(member).data for member in bundle.members()]

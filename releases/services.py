@@ -5,6 +5,7 @@ action and decision is an event on the release's timeline, published live."""
 
 import time
 from datetime import timedelta
+from typing import cast
 
 from django.db import IntegrityError, transaction
 from django.dispatch import Signal
@@ -20,7 +21,7 @@ from policy.publishing import load_state
 from policy.services import set_service_versions
 from registry_sync.models import Service
 from releases import analysis, states
-from releases.models import Release, ReleaseEvent
+from releases.models import Release, ReleaseBundle, ReleaseEvent
 from releases.serializers import ReleaseEventSerializer, ReleaseSerializer
 
 # Samples of second t reach the dashboard a second or two later (the gateways report once a
@@ -56,7 +57,7 @@ def create_release(
     analysis_settings: dict,
     actor: str,
     source: str,
-    bundle=None,
+    bundle: ReleaseBundle | None = None,
     position: int = 0,
 ) -> Release:
     """A pending release; `from_version` defaults to the service's prod version."""
@@ -234,7 +235,9 @@ def _audit_view(release: Release) -> dict:
     return {"state": release.state, "step": release.step}
 
 
-def _audit(release, actor, source, action, before, after) -> None:
+def _audit(
+    release: Release, actor: str, source: str, action: str, before: object, after: object
+) -> None:
     audit_log.record(
         actor=actor,
         source=source,
@@ -255,10 +258,8 @@ def _event(
     if notify:
         transaction.on_commit(lambda: release_event.send_robust(sender=ReleaseEvent, event=event))
     live = events.ReleaseChanged(
-        {
-            "release": dict(ReleaseSerializer(release).data),
-            "event": dict(ReleaseEventSerializer(event).data),
-        }
+        release=cast(events.ReleaseFields, dict(ReleaseSerializer(release).data)),
+        event=cast(events.ReleaseEventFields, dict(ReleaseEventSerializer(event).data)),
     )
     transaction.on_commit(lambda: events.publish_best_effort(live))
     return event
@@ -337,7 +338,7 @@ def analyse(release: Release, now: float) -> bool:
     return analysed
 
 
-def _counts(figures) -> analysis.Counts:
+def _counts(figures: Figures) -> analysis.Counts:
     return analysis.Counts(figures.total, figures.errors, figures.p95())
 
 

@@ -1,9 +1,11 @@
 import functools
+from typing import Any
 
-from celery import shared_task
+from celery import Task, shared_task
 
 from events.after_commit import best_effort
 from releases import services, webhooks
+from releases.models import ReleaseEvent
 
 
 @shared_task(ignore_result=True)
@@ -13,7 +15,7 @@ def analyse_due() -> int:
 
 
 @shared_task(bind=True, ignore_result=True, max_retries=webhooks.MAX_ATTEMPTS - 1)
-def notify(self, webhook_id: int, event_id: int) -> None:
+def notify(self: Task, webhook_id: int, event_id: int) -> None:
     """One release event to one webhook; a failed attempt is logged and retried with a
     growing delay, MAX_ATTEMPTS in all."""
     attempt = self.request.retries + 1
@@ -21,7 +23,7 @@ def notify(self, webhook_id: int, event_id: int) -> None:
         raise self.retry(countdown=webhooks.retry_delay(attempt))
 
 
-def on_release_event(sender, event, **kwargs) -> None:
+def on_release_event(sender: object, event: ReleaseEvent, **kwargs: Any) -> None:
     """Queue a notification of this event to every enabled webhook, best effort; each one
     on its own, so that a retry never notifies a webhook twice."""
     if event.kind not in webhooks.NOTIFIED_KINDS:

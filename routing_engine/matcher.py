@@ -174,7 +174,12 @@ def service_routing(override: Mapping[str, Any]) -> tuple[int | None, bool]:
     return (None if percent is None else int(percent)), targeted is not False
 
 
-def _decide_disabled(headers, ip=None, city=None, user=None) -> Decision:
+def _decide_disabled(
+    headers: Mapping[str, str],
+    ip: str | None = None,
+    city: str | None = None,
+    user: str | None = None,
+) -> Decision:
     return _ALL
 
 
@@ -229,7 +234,12 @@ class _Rules:
         everyone = threshold == _BUCKETS
         crc32 = zlib.crc32
 
-        def decide(headers, ip=None, city=None, user=None) -> Decision:
+        def decide(
+            headers: Mapping[str, str],
+            ip: str | None = None,
+            city: str | None = None,
+            user: str | None = None,
+        ) -> Decision:
             if header_key is not None and headers.get(header_key) == header_value:
                 return _BY_HEADER
             if has_ips and ip is not None:

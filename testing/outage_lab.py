@@ -344,8 +344,8 @@ def count(writes: list[dict]) -> list[int]:
         elif kind in ("start", "abort"):
             answers.append(release_events["started" if kind == "start" else "aborted", key])
         elif kind == "metrics":
-            rows = MinuteRollup.objects.filter(service="user-app", version=key)
-            answers.append(sum(rows.values_list("total", flat=True)))
+            rollups = MinuteRollup.objects.filter(service="user-app", version=key)
+            answers.append(sum(rollups.values_list("total", flat=True)))
         elif kind in ("poll", "ack"):
             acked = Gateway.objects.get(name=GATEWAY).acked_generation
             answers.append(int(kind == "ack" and acked >= key))

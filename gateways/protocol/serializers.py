@@ -60,7 +60,8 @@ class AckSerializer(serializers.Serializer):
             "ran): recorded as its last_error; its acked generation stays."
         ),
     )
-    skipped = SkippedRecordSerializer(
+    # DRF hands max_length on to the ListSerializer of many=True; its stubs leave it out.
+    skipped = SkippedRecordSerializer(  # type: ignore[call-arg]
         many=True,
         required=False,
         max_length=MAX_SKIPPED,

@@ -8,6 +8,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from gateways.protocol import endpoints
@@ -86,7 +87,7 @@ class GatewayConfigView(GatewayEndpoint):
             **REFUSALS,
         },
     )
-    def get(self, request):
+    def get(self, request: Request) -> HttpResponse:
         authorization = request.headers.get("Authorization", "")
         return _response(async_to_sync(endpoints.poll)("GET", authorization, request.GET))
 
@@ -108,6 +109,6 @@ class GatewayAckView(GatewayEndpoint):
             **REFUSALS,
         },
     )
-    def post(self, request, name: str):
+    def post(self, request: Request, name: str) -> HttpResponse:
         authorization = request.headers.get("Authorization", "")
         return _response(async_to_sync(endpoints.ack)("POST", authorization, name, request.body))

@@ -104,8 +104,8 @@ async def test_without_a_subscription_no_metrics_but_the_other_events(windows, g
         now = int(time.time())
         await sync_to_async(post)(client, name, sample(now, total=5))
         await sync_to_async(services.publish_live)(now)
-        await sync_to_async(events.publish)(events.InstanceChanged({"service": "user-app"}))
-        assert (await next_but_gateways(plain))["type"] == "instance"
+        await sync_to_async(events.publish)(events.RegistryChanged(registry="reg", changed=200))
+        assert (await next_but_gateways(plain))["type"] == "registry"
     finally:
         await plain.disconnect()
 
@@ -168,8 +168,8 @@ async def test_a_client_that_cannot_keep_up_is_dropped_and_the_others_get_everyt
     try:
         sent = 20
         for n in range(sent):
-            await sync_to_async(events.publish)(events.InstanceChanged({"n": n}))
-        got = [(await fast.receive_json_from(timeout=5))["n"] for _ in range(sent)]
+            await sync_to_async(events.publish)(events.RegistryChanged(registry="reg", changed=n))
+        got = [(await fast.receive_json_from(timeout=5))["changed"] for _ in range(sent)]
         assert got == list(range(sent))
         closed = await slow.receive_output(timeout=5)
         assert closed == {"type": "websocket.close", "code": TOO_SLOW}

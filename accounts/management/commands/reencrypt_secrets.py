@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.core.management.base import BaseCommand
 
 from accounts.secret_fields import reencrypt_everything
@@ -9,6 +11,6 @@ class Command(BaseCommand):
         "(a key rotation: README, Secrets at rest); older keys may go afterwards."
     )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         count = reencrypt_everything()
         self.stdout.write(f"Re-encrypted {count} secrets with the first key.")

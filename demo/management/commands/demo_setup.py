@@ -1,9 +1,10 @@
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 from accounts.models import ApiToken, hash_token
 from accounts.roles import ADMIN, SERVICE
@@ -41,7 +42,7 @@ class Command(BaseCommand):
         "user (embedded registry), and print how to log in."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--url", default="http://127.0.0.1:8000/")
         parser.add_argument(
             "--demo",
@@ -50,7 +51,7 @@ class Command(BaseCommand):
             "on a policy never edited, the demo policy",
         )
 
-    def handle(self, url, demo, **options):
+    def handle(self, url: str, demo: bool, **options: Any) -> None:
         username = env_str("DEMO_ADMIN_USER", "admin")
         password = env_str("DEMO_ADMIN_PASSWORD", "graylane-demo")
         user, _ = get_user_model().objects.get_or_create(username=username)
@@ -64,7 +65,7 @@ class Command(BaseCommand):
             self.demo_gateway()
             self.demo_policy()
 
-    def fleet_user(self, url):
+    def fleet_user(self, url: str) -> None:
         """The demo fleet registers with the embedded registry as `demo-fleet` (role
         service): a Nacos client logs in with its password, or sends the API token written
         to var/demo-fleet.token as accessToken."""
@@ -82,7 +83,7 @@ class Command(BaseCommand):
             f" (API token in {token_file})"
         )
 
-    def demo_gateway(self):
+    def demo_gateway(self) -> None:
         """The demo gateway, a pull gateway whose token is in var/demo-gateway.token. A
         token is shown once only, so the record is kept while that file still holds its
         token, and made anew (both audited) when the file is gone or holds another."""
@@ -97,7 +98,7 @@ class Command(BaseCommand):
         _write_secret(token_file, token)
         self.stdout.write(f"Demo gateway: {GATEWAY} (pull), token in {token_file}")
 
-    def demo_policy(self):
+    def demo_policy(self) -> None:
         """The demo policy, published as a revision (and audited) only while the policy is
         the never-edited initial one: an operator's later edits are never overwritten."""
         revision = load_state().revision
