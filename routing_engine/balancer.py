@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .hops import Ask, ask_for
 from .matcher import ALL, GRAY, PROD
 
 ROUTABLE_STATE = "UP"
@@ -33,6 +34,29 @@ def choose_version(flag: str, prod: str, gray: str) -> str | None:
     raise ValueError(f"Unknown gray flag {flag!r}; expected {ALL}, {PROD} or {GRAY}.")
 
 
+def select_asked(
+    instances: Iterable[Mapping[str, Any]],
+    ask: Ask | None,
+    fallback_to_prod: bool = True,
+    excluded: frozenset[str] = frozenset(),
+) -> tuple[str | None, list[Mapping[str, Any]], bool]:
+    """(version chosen, routable instances of it, whether it is the fallback) for a request
+    asking `ask` at a service (routing_engine.hops.ask_for; None: any version). Instances of
+    an `excluded` (quarantined) version are never chosen."""
+    routable = [
+        instance
+        for instance in instances
+        if is_routable(instance) and (not excluded or instance.get("version") not in excluded)
+    ]
+    if ask is None:
+        return None, routable, False
+    chosen = [instance for instance in routable if instance.get("version") == ask.version]
+    if not chosen and ask.fallback is not None and fallback_to_prod:
+        fallback = ask.fallback
+        return fallback, [i for i in routable if i.get("version") == fallback], True
+    return ask.version, chosen, False
+
+
 def select_instances(
     instances: Iterable[Mapping[str, Any]],
     flag: str,
@@ -40,19 +64,15 @@ def select_instances(
     gray: str,
     fallback_to_prod: bool = True,
 ) -> tuple[str | None, list[Mapping[str, Any]]]:
-    """(version chosen, routable instances of it) for a request carrying `flag`.
+    """(version chosen, routable instances of it) for a request carrying `flag` in the gray
+    lane.
 
     ALL reaches every routable instance (version None). PROD never reaches a gray
     instance, even when no prod instance is left. GRAY with no routable gray instance
     falls back to prod when `fallback_to_prod`, and then reports the prod version.
     """
-    routable = [instance for instance in instances if is_routable(instance)]
-    version = choose_version(flag, prod, gray)
-    if version is None:
-        return None, routable
-    chosen = [instance for instance in routable if instance.get("version") == version]
-    if not chosen and flag == GRAY and fallback_to_prod:
-        return prod, [instance for instance in routable if instance.get("version") == prod]
+    choose_version(flag, prod, gray)  # an unknown flag is an error, as it always was
+    version, chosen, _ = select_asked(instances, ask_for(flag, None, prod, gray), fallback_to_prod)
     return version, chosen
 
 

@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from socket import AF_INET, AF_INET6, inet_pton
 from typing import Any
 
+from .lanes import GRAY_LANE, GRAY_PRIORITY, lane_order, lane_rank
+from .policy import percent_threshold
+
 ALL = "ALL"
 PROD = "PROD"
 GRAY = "GRAY"
@@ -34,6 +37,12 @@ _V4_MAPPED = bytes(10) + b"\xff\xff"
 class Decision:
     flag: str
     matched: str | None  # "header", "ip", "city", "user", "percent" or None
+    # The lane of a GRAY decision ("gray" unless another lane matched first); None otherwise.
+    lane: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.flag == GRAY and self.lane is None:
+            object.__setattr__(self, "lane", GRAY_LANE)
 
 
 # Decisions are immutable, so decide() hands out these instead of allocating.
@@ -151,27 +160,43 @@ class GrayMatcher:
     and `targeted` (false: the header, IP, city and user rules send none of that service's
     requests to gray). ``matcher.for_service(name)`` is the decide function of that
     service; services without an override share ``decide``.
+
+    `lanes` (optional) are the other lanes, name -> lane as routing_engine.lanes normalises
+    it, and `gray_priority` the gray lane's place among them: the first enabled lane (by
+    priority, then name) whose rules match decides, and its name is the decision's `lane`.
+    All lanes are decided at once: each rule kind is one lookup over every lane's entries
+    (a bit per lane), never a pass per lane.
     """
 
     __slots__ = ("decide", "_services")
     decide: Callable[..., Decision]
 
     def __init__(
-        self, policy: Mapping[str, Any], services: Mapping[str, Mapping[str, Any]] | None = None
+        self,
+        policy: Mapping[str, Any],
+        services: Mapping[str, Mapping[str, Any]] | None = None,
+        lanes: Mapping[str, Mapping[str, Any]] | None = None,
+        gray_priority: int = GRAY_PRIORITY,
     ):
         # decide() is a closure over precomputed locals: it runs once per request and
         # reading closure cells is markedly cheaper than reading attributes of self.
-        self.decide, self._services = _compile(policy, services or {})
+        enabled = {name: lane for name, lane in (lanes or {}).items() if lane.get("enabled", True)}
+        if enabled and policy["enabled"]:
+            self.decide, self._services = _compile_lanes(
+                policy, services or {}, enabled, gray_priority
+            )
+        else:
+            self.decide, self._services = _compile(policy, services or {})
 
     def for_service(self, service: str) -> Callable[..., Decision]:
         return self._services.get(service, self.decide)
 
 
-def service_routing(override: Mapping[str, Any]) -> tuple[int | None, bool]:
+def service_routing(override: Mapping[str, Any]) -> tuple[int | float | None, bool]:
     """(percent or None to inherit the policy's, targeted) of a service's override."""
     percent = override.get("percent")
     targeted = override.get("targeted")
-    return (None if percent is None else int(percent)), targeted is not False
+    return percent, targeted is not False
 
 
 def _decide_disabled(
@@ -189,14 +214,14 @@ def _compile(
     if not policy["enabled"]:
         return _decide_disabled, {}
     rules = _Rules(policy)
-    default = rules.decider(int(policy["percent"]), targeted=True, seed=None)
+    default = rules.decider(policy["percent"], targeted=True, seed=None)
     own = {}
     for name, override in services.items():
         percent, targeted = service_routing(override)
         if percent is None and targeted:
             continue
         if percent is None:
-            percent, seed = int(policy["percent"]), None
+            percent, seed = policy["percent"], None
         else:
             seed = service_seed(name)
         own[name] = rules.decider(percent, targeted=targeted, seed=seed)
@@ -218,7 +243,9 @@ class _Rules:
         self.city_key = policy["city_header"].lower()
         self.user_key = policy["user_header"].lower()
 
-    def decider(self, percent: int, *, targeted: bool, seed: int | None) -> Callable[..., Decision]:
+    def decider(
+        self, percent: int | float, *, targeted: bool, seed: int | None
+    ) -> Callable[..., Decision]:
         """decide() for `percent` sticky by user_bucket (seed None: the policy-wide
         percent, unsalted as it always was) or by service_bucket with `seed`."""
         header_key = self.header_key if targeted else None
@@ -230,7 +257,7 @@ class _Rules:
         users = self.users if targeted else frozenset()
         city_key = self.city_key
         user_key = self.user_key
-        threshold = percent * (_BUCKETS // 100)
+        threshold = percent_threshold(percent)
         everyone = threshold == _BUCKETS
         crc32 = zlib.crc32
 
@@ -286,3 +313,270 @@ class _Rules:
             return _PROD
 
         return decide
+
+
+# -- several lanes ----------------------------------------------------------------------------
+
+# The rule kinds in the order a lane's rules are tried, as Decision.matched names them.
+_KINDS = ("header", "ip", "city", "user", "percent")
+
+
+def _masked_bounds(ranges: list[tuple[int, int, int]]) -> tuple[list[int], list[int]]:
+    """Disjoint segments of (first, last, lane bit) ranges that may overlap: `bounds` sorted,
+    and masks[bisect_right(bounds, address)] the lanes whose ranges cover an address."""
+    points = sorted({first for first, _, _ in ranges} | {last + 1 for _, last, _ in ranges})
+    if not points:
+        return [], [0]
+    # Each lane's own ranges are disjoint (ip_ranges), so a lane covers a point between its
+    # first and its stop: add at a first, remove at a stop.
+    adds: dict[int, int] = {}
+    removes: dict[int, int] = {}
+    for first, last, bit in ranges:
+        adds[first] = adds.get(first, 0) | bit
+        removes[last + 1] = removes.get(last + 1, 0) | bit
+    bounds: list[int] = []
+    masks = [0]
+    mask = 0
+    for point in points:
+        mask = (mask & ~removes.get(point, 0)) | adds.get(point, 0)
+        if mask != masks[-1]:
+            bounds.append(point)
+            masks.append(mask)
+    return bounds, masks
+
+
+def _masked_v4_blocks(
+    bounds: list[int], masks: list[int]
+) -> list[tuple[list[int], list[int]] | None]:
+    """_masked_bounds per IPv4 /16 block, as offsets within the block (see _v4_blocks)."""
+    blocks: list[tuple[list[int], list[int]] | None] = [None] * 0x10000
+    # The last bound closes the last range: nothing is covered after it.
+    for start, stop, mask in zip(bounds, bounds[1:], masks[1:], strict=False):
+        if not mask:
+            continue
+        first_block, last_block = start >> 16, (stop - 1) >> 16
+        edges: Iterable[int] = range(first_block, last_block + 1)
+        if last_block - first_block > 1:
+            # Blocks wholly inside one segment share one entry (a /1 covers 32,768 blocks);
+            # no later segment touches them, so it is never changed.
+            whole = ([0, 0x10000], [0, mask, 0])
+            blocks[first_block + 1 : last_block] = [whole] * (last_block - first_block - 1)
+            edges = (first_block, last_block)
+        for block in edges:
+            base = block << 16
+            entry = blocks[block]
+            if entry is None:
+                entry = blocks[block] = ([], [0])
+            offsets, block_masks = entry
+            low, high = max(start, base) - base, min(stop, base + 0x10000) - base
+            if offsets and offsets[-1] == low:
+                block_masks[-1] = mask  # a segment right after the last: no gap between
+            else:
+                offsets.append(low)
+                block_masks.append(mask)
+            offsets.append(high)
+            block_masks.append(0)
+    return blocks
+
+
+class _LaneIndex:
+    """Every enabled lane's rules, one index per rule kind, each entry a mask of lane bits
+    (bit i: the i-th lane in the order they are tried)."""
+
+    def __init__(
+        self,
+        policy: Mapping[str, Any],
+        lanes: Mapping[str, Mapping[str, Any]],
+        gray_priority: int,
+    ):
+        self.order = lane_order(lanes, gray_priority)
+        # The city and user headers are the policy's, for every lane.
+        self.city_key = policy["city_header"].lower()
+        self.user_key = policy["user_header"].lower()
+        self.bits = {name: 1 << index for index, name in enumerate(self.order)}
+        matches = {
+            name: (policy if name == GRAY_LANE else lanes[name]["match"]) for name in self.order
+        }
+        headers: dict[str, dict[str, int]] = {}
+        v4: list[tuple[int, int, int]] = []
+        v6: list[tuple[int, int, int]] = []
+        self.cities: dict[str, int] = {}
+        self.users: dict[str, int] = {}
+        # Lane-wide percents: (bit, buckets taken, the lane's rank of a bucket).
+        self.percents: list[tuple[int, int, tuple[int, ...]]] = []
+        for name, match in matches.items():
+            bit = self.bits[name]
+            header = match["header"]
+            if header["name"]:
+                values = headers.setdefault(header["name"].lower(), {})
+                values[header["value"]] = values.get(header["value"], 0) | bit
+            lane_v4, lane_v6 = ip_ranges(match["ips"])
+            v4 += [(first, last, bit) for first, last in lane_v4]
+            v6 += [(first, last, bit) for first, last in lane_v6]
+            for city in match["cities"]:
+                key = city.strip().casefold()
+                self.cities[key] = self.cities.get(key, 0) | bit
+            for user in match["users"]:
+                self.users[user] = self.users.get(user, 0) | bit
+            threshold = percent_threshold(match["percent"])
+            if threshold:
+                self.percents.append((bit, threshold, lane_rank(name)))
+        self.headers = tuple(headers.items())
+        self.has_ips = bool(v4 or v6)
+        self.v4_blocks = _masked_v4_blocks(*_masked_bounds(v4))
+        self.v6_bounds, self.v6_masks = _masked_bounds(v6)
+        self.decisions = [
+            {kind: Decision(GRAY, kind, name) for kind in _KINDS} for name in self.order
+        ]
+
+    def percent_table(self, percents: list[tuple[int, int, tuple[int, ...]]]) -> list[int]:
+        """mask[bucket] of the lanes whose percent takes the bucket."""
+        table = [0] * _BUCKETS
+        for bit, threshold, rank in percents:
+            for bucket in range(_BUCKETS):
+                if rank[bucket] < threshold:
+                    table[bucket] |= bit
+        return table
+
+
+def _compile_lanes(
+    policy: Mapping[str, Any],
+    services: Mapping[str, Mapping[str, Any]],
+    lanes: Mapping[str, Mapping[str, Any]],
+    gray_priority: int,
+) -> tuple[Callable[..., Decision], dict[str, Callable[..., Decision]]]:
+    index = _LaneIndex(policy, lanes, gray_priority)
+    every = (1 << len(index.order)) - 1
+    table = index.percent_table(index.percents) if index.percents else None
+    everyone = sum(bit for bit, threshold, _ in index.percents if threshold == _BUCKETS)
+    default = _lanes_decider(index, table, everyone, every, every, ())
+    # Per service: the lanes whose rules apply to requests entering there (a member with
+    # `targeted` false leaves its lane's match out) and the members' own percents.
+    own: dict[str, Callable[..., Decision]] = {}
+    members: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    for name, override in services.items():
+        members.setdefault(name, []).append((GRAY_LANE, override))
+    for lane_name, lane in lanes.items():
+        for service, member in lane["members"].items():
+            members.setdefault(service, []).append((lane_name, member))
+    for service, entries in members.items():
+        rules_mask = percent_mask = every
+        own_percents: list[tuple[int, int, tuple[int, ...]]] = []
+        for lane_name, member in entries:
+            bit = index.bits[lane_name]
+            if lane_name == GRAY_LANE:
+                # The gray lane as before lanes: `targeted` false leaves out the header, IP,
+                # city and user rules; a service's own percent replaces the policy's.
+                percent, targeted = service_routing(member)
+                if not targeted:
+                    rules_mask &= ~bit
+                if percent is not None:
+                    percent_mask &= ~bit
+                    threshold = percent_threshold(percent)
+                    if threshold:
+                        own_percents.append((bit, threshold, lane_rank(GRAY_LANE)))
+                continue
+            if not member["targeted"]:
+                rules_mask &= ~bit
+                percent_mask &= ~bit
+            if percent_threshold(member["percent"]):
+                own_percents.append(
+                    (bit, percent_threshold(member["percent"]), lane_rank(lane_name))
+                )
+        if rules_mask == every and percent_mask == every and not own_percents:
+            continue
+        own[service] = _lanes_decider(
+            index, table, everyone, rules_mask, percent_mask, tuple(own_percents), service
+        )
+    return default, own
+
+
+def _lanes_decider(
+    index: _LaneIndex,
+    table: list[int] | None,
+    everyone: int,
+    rules_mask: int,
+    percent_mask: int,
+    own_percents: tuple[tuple[int, int, tuple[int, ...]], ...],
+    service: str | None = None,
+) -> Callable[..., Decision]:
+    """decide() of requests entering at `service` (None: a service with no member rules)."""
+    headers_index = index.headers
+    has_ips = index.has_ips
+    v4_blocks = index.v4_blocks
+    v6_bounds, v6_masks = index.v6_bounds, index.v6_masks
+    cities = index.cities
+    users = index.users
+    decisions = index.decisions
+    city_key = index.city_key
+    user_key = index.user_key
+    seed = service_seed(service) if service is not None else 0
+    own_everyone = sum(bit for bit, threshold, _ in own_percents if threshold == _BUCKETS)
+    crc32 = zlib.crc32
+
+    def decide(
+        headers: Mapping[str, str],
+        ip: str | None = None,
+        city: str | None = None,
+        user: str | None = None,
+    ) -> Decision:
+        header_mask = 0
+        for key, values in headers_index:
+            value = headers.get(key)
+            if value is not None:
+                header_mask |= values.get(value, 0)
+        ip_mask = 0
+        if has_ips and ip is not None:
+            try:
+                if ":" not in ip:
+                    packed: bytes | None = inet_pton(AF_INET, ip)
+                else:
+                    packed = inet_pton(AF_INET6, ip)
+                    if packed[:12] != _V4_MAPPED:
+                        ip_mask = v6_masks[bisect_right(v6_bounds, int.from_bytes(packed))]
+                        packed = None
+            except (OSError, TypeError, ValueError):
+                packed = None  # not an address: it matches no rule
+            if packed is not None:
+                block = v4_blocks[packed[-4] << 8 | packed[-3]]
+                if block is not None:
+                    ip_mask = block[1][bisect_right(block[0], packed[-2] << 8 | packed[-1])]
+        city_mask = 0
+        if cities:
+            if city is None:
+                city = headers.get(city_key)
+            if city is not None:
+                city_mask = cities.get(city.strip().casefold(), 0)
+        user_mask = 0
+        percent_hit = everyone
+        own_hit = own_everyone
+        if user is None:
+            user = headers.get(user_key)
+        if user:
+            user_mask = users.get(user, 0)
+            if table is not None or own_percents:
+                encoded = user.encode("utf-8", "surrogatepass")
+                if table is not None:
+                    percent_hit |= table[crc32(encoded) % _BUCKETS]
+                if own_percents:
+                    bucket = crc32(encoded, seed) % _BUCKETS
+                    for bit, threshold, rank in own_percents:
+                        if rank[bucket] < threshold:
+                            own_hit |= bit
+        ruled = (header_mask | ip_mask | city_mask | user_mask) & rules_mask
+        mask = ruled | (percent_hit & percent_mask) | own_hit
+        if not mask:
+            return _PROD
+        lowest = mask & -mask
+        chosen = decisions[lowest.bit_length() - 1]
+        if ruled & lowest:
+            if header_mask & lowest:
+                return chosen["header"]
+            if ip_mask & lowest:
+                return chosen["ip"]
+            if city_mask & lowest:
+                return chosen["city"]
+            return chosen["user"]
+        return chosen["percent"]
+
+    return decide

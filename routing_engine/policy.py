@@ -103,16 +103,36 @@ def _header_name(value: Any, field: str, errors: _Errors, *, allow_empty: bool) 
     return name
 
 
-def _percent(value: Any, field: str, errors: _Errors) -> int | None:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if type(value) is not int:
-        errors.add(field, f"Must be a whole number from 0 to 100, got {value!r}.")
-        return None
+def percent_problem(value: Any) -> str | None:
+    """Why `value` is not a percent: a number from 0 to 100 with at most two decimals (one
+    basis point, a bucket of the users: docs/gateway-protocol.md)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"Must be a number from 0 to 100 with at most two decimals, got {value!r}."
     if not 0 <= value <= 100:
-        errors.add(field, f"Must be between 0 and 100, got {value}.")
+        return f"Must be between 0 and 100, got {value}."
+    if isinstance(value, float) and abs(value * 100 - round(value * 100)) > 1e-6:
+        return f"At most two decimals (0.01 % steps), got {value!r}."
+    return None
+
+
+def canonical_percent(value: int | float) -> int | float:
+    """Whole values as integers (so documents written before fractional percents keep their
+    checksums), others rounded to two decimals."""
+    hundredths = round(value * 100)
+    return hundredths // 100 if hundredths % 100 == 0 else hundredths / 100
+
+
+def percent_threshold(percent: int | float) -> int:
+    """The number of 0.01 % buckets (of 10,000) a percent takes."""
+    return round(percent * 100)
+
+
+def _percent(value: Any, field: str, errors: _Errors) -> int | float | None:
+    problem = percent_problem(value)
+    if problem:
+        errors.add(field, problem)
         return None
-    return value
+    return canonical_percent(value)
 
 
 def _fields(

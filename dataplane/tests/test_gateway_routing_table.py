@@ -246,7 +246,11 @@ def test_a_service_percent_routes_that_service_only_and_sticks():
     "routing, record, reason",
     [
         ({"percent": 101}, "percent", "Must be between 0 and 100, got 101."),
-        ({"percent": "5"}, "percent", "Must be a whole number from 0 to 100, got '5'."),
+        (
+            {"percent": "5"},
+            "percent",
+            "Must be a number from 0 to 100 with at most two decimals, got '5'.",
+        ),
         ({"targeted": 1}, "targeted", "Must be a boolean (true or false), got int."),
     ],
 )

@@ -127,7 +127,7 @@ def test_result_is_a_copy():
         ({"city_header": None}, "city_header"),
         ({"percent": -1}, "percent"),
         ({"percent": 101}, "percent"),
-        ({"percent": 12.5}, "percent"),
+        ({"percent": 12.345}, "percent"),
         ({"percent": "50"}, "percent"),
         ({"percent": True}, "percent"),
         ({"percent": None}, "percent"),
