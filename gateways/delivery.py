@@ -55,6 +55,8 @@ def deliver(number: int, made_at: datetime, gateway_ids=None) -> str:
         return f"no gateway is behind generation {snapshot.number}"
     failures = []
     delivered = 0
+    # A Nacos-mode gateway runs the reference design's filter, which knows the gray lane only.
+    nacos_skipped = yaml_layout.left_out(json.loads(snapshot.body))
     for finished in _as_they_finish(gateways, snapshot):
         # Recorded as they come: a slow gateway does not hold up the others' acks.
         acks = {}
@@ -65,7 +67,12 @@ def deliver(number: int, made_at: datetime, gateway_ids=None) -> str:
             else:
                 acks[gateway.pk] = outcome
         if acks:
-            record_acks(acks, delivered=True)
+            skipped = {
+                gateway.pk: nacos_skipped
+                for gateway, _ in finished
+                if gateway.mode == Gateway.NACOS and gateway.pk in acks
+            }
+            record_acks(acks, delivered=True, skipped=skipped)
             delivered += len(acks)
     if failures:
         more = len(failures) - FAILURES_SHOWN

@@ -6,7 +6,12 @@ request.
      "gray": {the policy's rules, without versions},
      "versions": {"prod", "gray"},                  # the defaults, for services not listed
      "services": {name: {"prod", "gray", "instances": [{id, host, port, version, weight}],
-                         "percent", "targeted"}}}     # the last two only when overridden
+                         "percent", "targeted",       # only when overridden
+                         "quarantined"}},             # only when the service has some
+     "lanes": [{name, priority, match, members}],     # enabled lanes but gray, if any,
+     "gray_priority": 1000}                           # and then the gray lane's place
+
+Instances of a quarantined version are left out: no gateway may send them traffic.
 
 `checksum` is the sha256 of the canonical JSON of `gray`, `versions` and `services`, so two
 generations that route the same way have the same checksum and a gateway may skip reloading.
@@ -23,6 +28,7 @@ before it checked (or by hand) are left out here, and logged.
 import logging
 
 from policy.documents import effective_versions
+from policy.lanes import gray_priority_of, lanes_of, quarantined_of
 from policy.publishing import load_state
 from registry_sync.models import Instance, Service
 from routing_engine import ROUTABLE_STATE, SERVICE_ROUTING_FIELDS, checksum
@@ -40,6 +46,7 @@ def build_document(generation: int) -> dict:
         .order_by("service__name", "instance_id")
         .values_list("service__name", "instance_id", "host", "port", "version", "weight")
     )
+    quarantined = quarantined_of(policy)
     for service, instance_id, host, port, version, weight in rows:
         record = {"id": instance_id, "host": host, "port": port, "version": version,
                   "weight": weight}  # fmt: skip
@@ -50,6 +57,8 @@ def build_document(generation: int) -> dict:
                         instance_id, service, exc)  # fmt: skip
             continue
         record["version"] = usable.version
+        if usable.version in quarantined.get(service, ()):
+            continue  # no traffic at all, whatever the gateway makes of `quarantined`
         instances.setdefault(service, []).append(record)
     names = set(Service.objects.values_list("name", flat=True)) | set(policy["services"])
     services = {}
@@ -63,7 +72,17 @@ def build_document(generation: int) -> dict:
         for key in SERVICE_ROUTING_FIELDS:
             if key in override:
                 services[name][key] = override[key]
+        if quarantined.get(name):
+            services[name]["quarantined"] = quarantined[name]
     content = {"gray": policy["gray"], "versions": policy["versions"], "services": services}
+    lanes = [
+        {"name": name, **{key: lane[key] for key in ("priority", "match", "members")}}
+        for name, lane in lanes_of(policy).items()
+        if lane["enabled"]
+    ]
+    if lanes:
+        content["lanes"] = lanes
+        content["gray_priority"] = gray_priority_of(policy)
     return {
         "generation": generation,
         "revision": state.revision,

@@ -60,3 +60,27 @@ def render(document: dict, prefix: str = "") -> str:
         "checksum": document["checksum"],
     }
     return yaml.safe_dump(tree, sort_keys=False, allow_unicode=True, default_flow_style=False)
+
+
+def left_out(document: dict) -> list[dict[str, str]]:
+    """What of `document` the YAML cannot carry, as the skipped records of the gateway's ack
+    (the gateways page shows them): lanes other than gray, and quarantines (the filter
+    reads its instances from the registry, quarantined ones included)."""
+    skipped = [
+        {
+            "record": f"lanes[{lane['name']}]",
+            "reason": "a Nacos-mode gateway (the reference design's filter) carries the gray "
+            "lane only; its requests are decided as if this lane did not exist",
+        }
+        for lane in document.get("lanes", [])
+    ]
+    skipped += [
+        {
+            "record": f"services.{name}.quarantined",
+            "reason": "a Nacos-mode gateway cannot keep traffic from quarantined versions "
+            f"({', '.join(entry['quarantined'])}): their instances stay in its registry",
+        }
+        for name, entry in document["services"].items()
+        if entry.get("quarantined")
+    ]
+    return skipped[:50]

@@ -20,6 +20,13 @@ router.register("release-bundles", releases_api.ReleaseBundleViewSet, basename="
 urlpatterns = [
     path("policy/", policy_api.PolicyView.as_view(), name="policy"),
     path("simulate/", policy_api.SimulateView.as_view(), name="simulate"),
+    path("lanes/", policy_api.LaneListView.as_view(), name="lanes"),
+    path("lanes/<str:name>/", policy_api.LaneDetailView.as_view(), name="lane"),
+    path(
+        "services/<str:name>/quarantine/<str:version>/",
+        policy_api.QuarantineView.as_view(),
+        name="service-quarantine",
+    ),
     path("lifecycle/", registry_api.LifecycleReportView.as_view(), name="lifecycle"),
     path(
         "services/<path:name>/lifecycle/",

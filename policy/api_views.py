@@ -5,16 +5,19 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 
 from policy.documents import policy_of
+from policy.lanes import gray_lane_payload, lane_payload, lanes_of
 from policy.models import PolicyState, Revision
 from policy.publishing import StaleRevision, load_state
 from policy.serializers import (
+    LaneSerializer,
     PolicySerializer,
     RevisionDetailSerializer,
     RevisionSerializer,
@@ -24,10 +27,20 @@ from policy.serializers import (
     SimulateRequestSerializer,
     SimulateResponseSerializer,
 )
-from policy.services import rollback_to, service_rows, set_service_versions, update_policy
+from policy.services import (
+    create_lane,
+    delete_lane,
+    lift_quarantine,
+    rollback_to,
+    service_rows,
+    set_service_versions,
+    update_lane,
+    update_policy,
+)
 from policy.simulation import simulate
 from registry_sync.models import Service
 from routing_engine import PolicyError
+from routing_engine.lanes import GRAY_LANE
 
 
 def policy_payload(state: PolicyState) -> dict:
@@ -134,6 +147,7 @@ class SimulateView(APIView):
             ip=data.get("ip") or None,
             city=data.get("city") or None,
             user=data.get("user") or None,
+            path=data.get("path") or None,
         )
         return Response(result)
 
@@ -216,4 +230,146 @@ class ServiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
             return policy_error_response(exc)
         except StaleRevision as exc:
             return stale_response(exc.state)
+        return Response(service_rows([service], load_state().document)[0])
+
+
+# -- lanes ------------------------------------------------------------------------------------
+
+# What a GET answers beside the lane's own fields: sent back, they are not part of the lane.
+NOT_LANE_FIELDS = {"name", "builtin", "updated_at", "updated_by", "comment", "revision"}
+
+
+def _lane_rows(state: PolicyState) -> list[dict]:
+    """Every lane, gray included, in the order they are tried."""
+    rows = [_gray_lane_row(state)]
+    rows += [lane_payload(name, lane) for name, lane in lanes_of(state.document).items()]
+    return sorted(rows, key=lambda row: (row["priority"], row["name"]))
+
+
+def _gray_lane_row(state: PolicyState) -> dict:
+    services = Service.objects.values_list("name", flat=True)
+    stamp = state.updated_at.isoformat().replace("+00:00", "Z")
+    return gray_lane_payload(state.document, services, stamp, state.updated_by)
+
+
+def _lane_row(state: PolicyState, name: str) -> dict | None:
+    if name == GRAY_LANE:
+        return _gray_lane_row(state)
+    lane = lanes_of(state.document).get(name)
+    return None if lane is None else lane_payload(name, lane)
+
+
+def _lane_body(request: Request) -> tuple[dict, str, Any]:
+    """(the lane's fields, the comment, the name) of a request body."""
+    body = request.data
+    if not isinstance(body, dict):
+        raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
+    comment = body.get("comment", "")
+    if not isinstance(comment, str) or len(comment) > 500:
+        raise ValidationError({"comment": ["A string of at most 500 characters."]})
+    fields = {key: value for key, value in body.items() if key not in NOT_LANE_FIELDS}
+    return fields, comment, body.get("name")
+
+
+class LaneListView(GenericAPIView):
+    """Lanes (contract "Lanes"): the built-in `gray` (the policy) and the others."""
+
+    serializer_class = LaneSerializer
+
+    @extend_schema(responses=LaneSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        state = load_state()
+        page = self.paginate_queryset(_lane_rows(state))
+        assert page is not None, "the API paginates every list (DEFAULT_PAGINATION_CLASS)"
+        return with_etag(self.get_paginated_response(page), state)
+
+    @extend_schema(request=LaneSerializer, responses={201: LaneSerializer})
+    def post(self, request: Request) -> Response:
+        data, comment, name = _lane_body(request)
+        try:
+            result = create_lane(
+                name,
+                data,
+                actor=request.user.username,
+                source="api",
+                expected_revision=header_if_match(request),
+                comment=comment,
+            )
+        except PolicyError as exc:
+            return policy_error_response(exc)
+        except StaleRevision as exc:
+            return stale_response(exc.state)
+        row = _lane_row(result.state, str(name))
+        return with_etag(Response(row, status=status.HTTP_201_CREATED), result.state)
+
+
+class LaneDetailView(APIView):
+    """One lane; `gray` is the policy (editing it edits the policy) and cannot be deleted."""
+
+    serializer_class = LaneSerializer
+
+    @extend_schema(responses=LaneSerializer)
+    def get(self, request: Request, name: str) -> Response:
+        state = load_state()
+        row = _lane_row(state, name)
+        if row is None:
+            raise NotFound(f"No lane named {name!r}.")
+        return with_etag(Response(row), state)
+
+    @extend_schema(request=LaneSerializer, responses=LaneSerializer)
+    def put(self, request: Request, name: str) -> Response:
+        return self._write(request, name, partial=False)
+
+    @extend_schema(request=LaneSerializer, responses=LaneSerializer)
+    def patch(self, request: Request, name: str) -> Response:
+        return self._write(request, name, partial=True)
+
+    def _write(self, request: Request, name: str, *, partial: bool) -> Response:
+        data, comment, _ = _lane_body(request)
+        try:
+            result = update_lane(
+                name,
+                data,
+                partial=partial,
+                actor=request.user.username,
+                source="api",
+                expected_revision=header_if_match(request),
+                comment=comment,
+            )
+        except LookupError:
+            raise NotFound(f"No lane named {name!r}.") from None
+        except PolicyError as exc:
+            return policy_error_response(exc)
+        except StaleRevision as exc:
+            return stale_response(exc.state)
+        return with_etag(Response(_lane_row(result.state, name)), result.state)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, name: str) -> Response:
+        try:
+            result = delete_lane(
+                name,
+                actor=request.user.username,
+                source="api",
+                expected_revision=header_if_match(request),
+            )
+        except LookupError:
+            raise NotFound(f"No lane named {name!r}.") from None
+        except PolicyError as exc:
+            return policy_error_response(exc)
+        except StaleRevision as exc:
+            return stale_response(exc.state)
+        return with_etag(Response(status=status.HTTP_204_NO_CONTENT), result.state)
+
+
+class QuarantineView(APIView):
+    """`DELETE /api/v1/services/{name}/quarantine/{version}/`: the version gets traffic again."""
+
+    @extend_schema(responses=ServiceSerializer)
+    def delete(self, request: Request, name: str, version: str) -> Response:
+        service = get_object_or_404(Service, name=name)
+        try:
+            lift_quarantine(name, version, actor=request.user.username, source="api")
+        except LookupError as exc:
+            raise NotFound(str(exc)) from None
         return Response(service_rows([service], load_state().document)[0])

@@ -78,9 +78,16 @@ def normalize_override(document: dict, service: str, changes: dict) -> dict:
     if not errors:
         prod = override.get("prod") or document["versions"]["prod"]
         gray = override.get("gray") or document["versions"]["gray"]
-        if prod == gray:
+        # Only an edit that names a version may be refused for it: after a promotion a
+        # service may be left with no gray version of its own (gray equal to prod).
+        if prod == gray and ({"prod_version", "gray_version"} & set(changes)):
             errors["gray_version"] = [
                 f"The gray version must differ from the prod version ({prod})."
+            ]
+        if prod in document.get("quarantined", {}).get(service, []):
+            errors["prod_version"] = [
+                f"{prod} of {service} is quarantined (a release of it was rolled back); "
+                "lift the quarantine first."
             ]
     if errors:
         raise PolicyError(errors)
@@ -96,13 +103,20 @@ def with_override(document: dict, service: str, override: dict) -> dict:
     return {**document, "services": dict(sorted(services.items()))}
 
 
-def check_overrides_still_valid(policy: dict, services: dict) -> None:
-    """A new default version must not make a service's prod and gray versions equal."""
+def _clashes(policy: dict, override: dict) -> bool:
+    versions = policy["versions"]
+    return (override.get("prod") or versions["prod"]) == (override.get("gray") or versions["gray"])
+
+
+def check_overrides_still_valid(policy: dict, services: dict, previous: dict | None = None) -> None:
+    """A new default version must not make a service's prod and gray versions equal (one
+    left equal by a promotion, under `previous` policy, stays as it is)."""
     clashes = [
         name
         for name, override in services.items()
         if (override.get("prod") or policy["versions"]["prod"])
         == (override.get("gray") or policy["versions"]["gray"])
+        and (previous is None or not _clashes(previous, override))
     ]
     if clashes:
         raise PolicyError(

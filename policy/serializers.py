@@ -30,7 +30,9 @@ class PolicySerializer(serializers.Serializer):
     users = serializers.ListField(child=serializers.CharField())
     user_header = serializers.CharField()
     city_header = serializers.CharField()
-    percent = serializers.IntegerField(min_value=0, max_value=100)
+    percent = serializers.FloatField(
+        min_value=0, max_value=100, help_text="At most two decimals (0.01 % steps)."
+    )
     versions = VersionPairSerializer()
     updated_at = serializers.DateTimeField(read_only=True)
     updated_by = serializers.CharField(read_only=True)
@@ -62,6 +64,7 @@ class RollbackSerializer(serializers.Serializer):
 MAX_HEADERS = 100
 MAX_HEADER_NAME = 256
 MAX_HEADER_VALUE = 8192
+MAX_PATH = 20  # hops of a simulated request
 
 
 class SimulateRequestSerializer(serializers.Serializer):
@@ -77,6 +80,12 @@ class SimulateRequestSerializer(serializers.Serializer):
     )
     user = serializers.CharField(
         required=False, allow_blank=True, allow_null=True, max_length=MAX_ENTRY_LENGTH
+    )
+    path = serializers.ListField(
+        child=serializers.CharField(max_length=255),
+        required=False,
+        max_length=MAX_PATH,
+        help_text="The services the request reaches in turn; it enters at the first.",
     )
 
     def validate_headers(self, value: dict[str, str]) -> dict[str, str]:
@@ -99,8 +108,20 @@ class SimulateRequestSerializer(serializers.Serializer):
         return None
 
 
+class SimulateHopSerializer(serializers.Serializer):
+    service = serializers.CharField()
+    version = serializers.CharField(allow_null=True)
+    fallback = serializers.BooleanField(
+        help_text="The lane's (or gray) version has no routable instance: prod instead."
+    )
+    in_lane = serializers.BooleanField(
+        help_text="The request's lane has a version of this service (gray: always)."
+    )
+
+
 class SimulateResponseSerializer(serializers.Serializer):
     flag = serializers.ChoiceField(choices=["ALL", "PROD", "GRAY"])
+    lane = serializers.CharField(allow_null=True, help_text="The lane of a GRAY request.")
     version = serializers.CharField(allow_null=True)
     matched = serializers.CharField(allow_null=True)
     city = serializers.CharField(
@@ -110,6 +131,9 @@ class SimulateResponseSerializer(serializers.Serializer):
     )
     revision = serializers.IntegerField()
     instances = serializers.ListField(child=serializers.DictField())
+    hops = serializers.ListField(
+        child=SimulateHopSerializer(), required=False, help_text="With `path`: each hop."
+    )
 
 
 class ServiceSerializer(serializers.Serializer):
@@ -123,6 +147,13 @@ class ServiceSerializer(serializers.Serializer):
         help_text="How many instances are in each state, and `no_version`: how many of them "
         "have no version (they take ALL traffic only).",
     )
+    lanes = serializers.DictField(
+        child=serializers.CharField(), help_text="The lanes it is a member of: lane -> version."
+    )
+    quarantined = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Versions that get no traffic at all (a release of them rolled back).",
+    )
 
 
 class ServiceVersionsSerializer(serializers.Serializer):
@@ -130,15 +161,46 @@ class ServiceVersionsSerializer(serializers.Serializer):
 
     prod_version = serializers.CharField(required=False, allow_null=True)
     gray_version = serializers.CharField(required=False, allow_null=True)
-    percent = serializers.IntegerField(
+    percent = serializers.FloatField(
         required=False,
         allow_null=True,
         min_value=0,
         max_value=100,
-        help_text="This service's own sticky percent of users in gray (null: the policy's).",
+        help_text="This service's own sticky percent of users in gray (null: the policy's); "
+        "at most two decimals.",
     )
     targeted = serializers.BooleanField(
         required=False,
         allow_null=True,
         help_text="false: the header, IP, city and user rules send none of it to gray.",
     )
+
+
+class LaneMatchSerializer(serializers.Serializer):
+    header = HeaderRuleSerializer()
+    ips = serializers.ListField(child=serializers.CharField())
+    cities = serializers.ListField(child=serializers.CharField())
+    users = serializers.ListField(child=serializers.CharField())
+    percent = serializers.FloatField(
+        min_value=0, max_value=100, help_text="At most two decimals (0.01 % steps)."
+    )
+
+
+class LaneMemberSerializer(serializers.Serializer):
+    version = serializers.CharField()
+    percent = serializers.FloatField(min_value=0, max_value=100)
+    targeted = serializers.BooleanField()
+
+
+class LaneSerializer(serializers.Serializer):
+    """A lane (contract "Lanes"); validated by routing_engine.lanes.normalize_lane. In a
+    request, a member may also be its version alone."""
+
+    name = serializers.RegexField(r"^[a-z0-9][a-z0-9-]{0,62}$")
+    priority = serializers.IntegerField(min_value=0, max_value=1_000_000)
+    enabled = serializers.BooleanField(default=True)
+    match = LaneMatchSerializer(required=False)
+    members = serializers.DictField(child=LaneMemberSerializer(), required=False)
+    builtin = serializers.BooleanField(read_only=True)
+    updated_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    updated_by = serializers.CharField(read_only=True)

@@ -3,6 +3,7 @@ through policy.publishing (one locked write path, a revision and an audit entry)
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q
@@ -15,10 +16,23 @@ from policy.documents import (
     policy_of,
     with_override,
 )
+from policy.lanes import (
+    check_lane_name,
+    gray_members,
+    gray_priority_of,
+    lanes_of,
+    new_lane,
+    quarantined_of,
+    routing_of,
+    stamped,
+    with_lanes,
+    with_quarantined,
+)
 from policy.models import Revision
 from policy.publishing import PublishResult, publish
 from registry_sync.models import Instance, Service
-from routing_engine import merge_patch, normalize_policy
+from routing_engine import PolicyError, merge_patch, normalize_policy
+from routing_engine.lanes import GRAY_LANE, MATCH_FIELDS, merge_lane_patch, normalize_lane
 
 
 def update_policy(
@@ -36,8 +50,8 @@ def update_policy(
     def change(document: dict[str, Any]) -> dict[str, Any]:
         current = policy_of(document)
         policy = normalize_policy(merge_patch(current, data) if partial else data)
-        check_overrides_still_valid(policy, document["services"])
-        return document_from_policy(policy, document["services"])
+        check_overrides_still_valid(policy, document["services"], current)
+        return {**document, **document_from_policy(policy, document["services"])}
 
     return publish(
         change,
@@ -97,13 +111,213 @@ def rollback_to(
     )
 
 
+# -- lanes and quarantines -------------------------------------------------------------------
+
+
+def _lane_audit(name: str) -> Callable[[dict], dict]:
+    if name == GRAY_LANE:
+        return lambda doc: {
+            "policy": policy_of(doc),
+            "gray_priority": gray_priority_of(doc),
+            "services": doc["services"],
+        }
+    return lambda doc: {"lane": routing_of(lanes_of(doc)[name]) if name in lanes_of(doc) else None}
+
+
+def create_lane(
+    name: Any,
+    data: dict,
+    *,
+    actor: str,
+    source: str,
+    expected_revision: int | None = None,
+    comment: str = "",
+) -> PublishResult:
+    """A new lane (not `gray`); PolicyError with field messages, StaleRevision."""
+
+    def change(document: dict[str, Any]) -> dict[str, Any]:
+        lanes = lanes_of(document)
+        errors: dict[str, list[str]] = {}
+        for check in (lambda: check_lane_name(name, lanes), lambda: new_lane(data)):
+            try:
+                check()
+            except PolicyError as exc:
+                errors.update(exc.errors)
+        if errors:
+            raise PolicyError(errors)
+        lanes[str(name)] = stamped(None, new_lane(data), actor)
+        return with_lanes(document, lanes, gray_priority_of(document))
+
+    return publish(
+        change,
+        actor=actor,
+        source=source,
+        action="lane.create",
+        object_label=f"lane {name}",
+        audit_view=_lane_audit(str(name)),
+        expected_revision=expected_revision,
+        comment=comment,
+    )
+
+
+def update_lane(
+    name: str,
+    data: dict,
+    *,
+    partial: bool,
+    actor: str,
+    source: str,
+    expected_revision: int | None = None,
+    comment: str = "",
+) -> PublishResult:
+    """Replace (or, `partial`, merge-patch) a lane. The gray lane is the policy: its match
+    and `enabled` are the policy's, its members the services' gray versions, percent and
+    targeted, its priority the document's `gray_priority`. LookupError: no such lane."""
+
+    def change(document: dict[str, Any]) -> dict[str, Any]:
+        if name == GRAY_LANE:
+            return _gray_lane_changed(document, data, partial=partial)
+        lanes = lanes_of(document)
+        if name not in lanes:
+            raise LookupError(name)
+        before = lanes[name]
+        lane = normalize_lane(merge_lane_patch(routing_of(before), data) if partial else data)
+        lanes[name] = stamped(before, lane, actor)
+        return with_lanes(document, lanes, gray_priority_of(document))
+
+    return publish(
+        change,
+        actor=actor,
+        source=source,
+        action="lane.update",
+        object_label=f"lane {name}",
+        audit_view=_lane_audit(name),
+        expected_revision=expected_revision,
+        comment=comment,
+    )
+
+
+def _gray_lane_changed(document: dict[str, Any], data: Any, *, partial: bool) -> dict[str, Any]:
+    policy = policy_of(document)
+    current = {
+        "priority": gray_priority_of(document),
+        "enabled": policy["enabled"],
+        "match": {key: policy[key] for key in MATCH_FIELDS},
+        "members": gray_members(document, ()),
+    }
+    lane = normalize_lane(merge_lane_patch(current, data) if partial else data)
+    new_policy = normalize_policy({**policy, **lane["match"], "enabled": lane["enabled"]})
+    services = {name: dict(override) for name, override in document["services"].items()}
+    defaults = new_policy["versions"]
+    for name in set(services) - set(lane["members"]):
+        # A whole lane sent without a service: its gray routing is the default again.
+        for key in ("gray", "percent", "targeted"):
+            services[name].pop(key, None)
+    for name, member in lane["members"].items():
+        override = services.setdefault(name, {})
+        override["gray"] = member["version"]
+        if member["version"] == defaults["gray"]:
+            override.pop("gray")
+        before = document["services"].get(name, {})
+        if "percent" not in before and member["percent"] == new_policy["percent"]:
+            override.pop("percent", None)  # the policy's percent, not one of its own
+        else:
+            override["percent"] = member["percent"]
+        if member["targeted"]:
+            override.pop("targeted", None)
+        else:
+            override["targeted"] = False
+    errors: dict[str, list[str]] = {}
+    for name, override in services.items():
+        prod = override.get("prod") or defaults["prod"]
+        gray = override.get("gray") or defaults["gray"]
+        before = document["services"].get(name, {})
+        if prod == gray and (before.get("gray") or defaults["gray"]) != gray:
+            errors[f"members.{name}.version"] = [f"Must differ from the prod version ({prod})."]
+    if errors:
+        raise PolicyError(errors)
+    services = {name: override for name, override in sorted(services.items()) if override}
+    changed = {**document, **document_from_policy(new_policy, services)}
+    return with_lanes(changed, lanes_of(document), lane["priority"])
+
+
+def delete_lane(
+    name: str, *, actor: str, source: str, expected_revision: int | None = None
+) -> PublishResult:
+    """LookupError: no such lane; PolicyError for the gray lane."""
+
+    def change(document: dict[str, Any]) -> dict[str, Any]:
+        if name == GRAY_LANE:
+            raise PolicyError({"name": ["The built-in gray lane cannot be deleted."]})
+        lanes = lanes_of(document)
+        if name not in lanes:
+            raise LookupError(name)
+        del lanes[name]
+        return with_lanes(document, lanes, gray_priority_of(document))
+
+    return publish(
+        change,
+        actor=actor,
+        source=source,
+        action="lane.delete",
+        object_label=f"lane {name}",
+        audit_view=_lane_audit(name),
+        expected_revision=expected_revision,
+    )
+
+
+def quarantine_version(
+    service: str, version: str, *, actor: str, source: str, comment: str = ""
+) -> PublishResult:
+    """`version` of `service` gets no traffic at all until lift_quarantine."""
+
+    def change(document: dict[str, Any]) -> dict[str, Any]:
+        quarantined = quarantined_of(document)
+        quarantined[service] = [*quarantined.get(service, []), version]
+        return with_quarantined(document, quarantined)
+
+    return publish(
+        change,
+        actor=actor,
+        source=source,
+        action="service.quarantine",
+        object_label=f"service {service}",
+        audit_view=lambda doc: {"quarantined": quarantined_of(doc).get(service, [])},
+        comment=comment,
+    )
+
+
+def lift_quarantine(
+    service: str, version: str, *, actor: str, source: str, comment: str = ""
+) -> PublishResult:
+    """LookupError when `version` of `service` is not quarantined."""
+
+    def change(document: dict[str, Any]) -> dict[str, Any]:
+        quarantined = quarantined_of(document)
+        if version not in quarantined.get(service, []):
+            raise LookupError(f"{version} of {service} is not quarantined.")
+        quarantined[service] = [v for v in quarantined[service] if v != version]
+        return with_quarantined(document, quarantined)
+
+    return publish(
+        change,
+        actor=actor,
+        source=source,
+        action="service.quarantine_lifted",
+        object_label=f"service {service}",
+        audit_view=lambda doc: {"quarantined": quarantined_of(doc).get(service, [])},
+        comment=comment,
+    )
+
+
 # The key of a service's `instances` counts that counts its instances without a version.
 NO_VERSION = "no_version"
 
 
 def service_rows(services: list[Service], document: dict) -> list[dict]:
-    """Services as the API and the pages show them: effective versions, the override, and
-    instance counts by state, with `no_version`: how many of them have no version."""
+    """Services as the API and the pages show them: effective versions, the override,
+    instance counts by state (with `no_version`: how many of them have no version), the
+    lanes it is a member of (lane -> version) and its quarantined versions."""
     counts: dict[int, Counter] = {}
     for row in (
         Instance.objects.filter(service__in=services)
@@ -115,6 +329,8 @@ def service_rows(services: list[Service], document: dict) -> list[dict]:
         if row["bare"]:
             counted[NO_VERSION] += row["n"]
     rows = []
+    lanes = lanes_of(document)
+    quarantined = quarantined_of(document)
     for service in services:
         prod, gray = effective_versions(document, service.name)
         rows.append(
@@ -125,6 +341,12 @@ def service_rows(services: list[Service], document: dict) -> list[dict]:
                 "gray_version": gray,
                 "override": document["services"].get(service.name, {}),
                 "instances": dict(sorted(counts.get(service.pk, Counter()).items())),
+                "lanes": {
+                    name: lane["members"][service.name]["version"]
+                    for name, lane in lanes.items()
+                    if service.name in lane["members"]
+                },
+                "quarantined": quarantined.get(service.name, []),
             }
         )
     return rows

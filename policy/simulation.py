@@ -7,9 +7,13 @@ from typing import Any
 from django.conf import settings
 
 from policy.documents import effective_versions
+from policy.lanes import gray_priority_of, lanes_of, quarantined_of, routing_of
 from policy.models import PolicyState
 from registry_sync.models import Instance
-from routing_engine import CallerResolver, GrayMatcher, lower_headers, select_instances
+from routing_engine import CallerResolver, Decision, GrayMatcher, lower_headers
+from routing_engine.balancer import select_asked
+from routing_engine.hops import ask_for
+from routing_engine.lanes import GRAY_LANE
 
 # Keyed by revision and when it was made: a database made anew counts revisions from 1 again.
 _matchers: dict[tuple[int, object], GrayMatcher] = {}
@@ -32,7 +36,10 @@ def matcher_for(state: PolicyState) -> GrayMatcher:
     matcher = _matchers.get(key)
     if matcher is None:
         document = state.document
-        matcher = GrayMatcher(document["gray"], document["services"])
+        lanes = {name: routing_of(lane) for name, lane in lanes_of(document).items()}
+        matcher = GrayMatcher(
+            document["gray"], document["services"], lanes, gray_priority_of(document)
+        )
         _matchers.clear()
         _matchers[key] = matcher
     return matcher
@@ -46,29 +53,53 @@ def simulate(
     ip: str | None,
     city: str | None,
     user: str | None,
+    path: list[str] | None = None,
 ) -> dict[str, Any]:
     """A simulated request is taken as one that came through a trusted proxy: its `ip` is
     the client's, its city header is believed. Without an explicit `city`, the city is the
-    one a gateway would find: the city header's, else GeoIP's for `ip`."""
+    one a gateway would find: the city header's, else GeoIP's for `ip`.
+
+    With `path` (the services the request reaches in turn), it enters at the first one and
+    each hop is answered: the version it gets, and whether that is the fallback."""
     headers = lower_headers(headers or {})
     document = state.document
     if city is None:
         city_header = headers.get(document["gray"]["city_header"].lower())
         city = caller_resolver().city(ip, city_header, trusted=True)
     matcher = matcher_for(state)
-    decide = matcher.for_service(service) if service else matcher.decide
+    entry = path[0] if path else service
+    decide = matcher.for_service(entry) if entry else matcher.decide
     decision = decide(headers, ip=ip, city=city or "", user=user)
     result: dict[str, Any] = {
         "flag": decision.flag,
         "matched": decision.matched,
+        "lane": decision.lane,
         "city": city,
         "revision": state.revision,
         "version": None,
         "instances": [],
     }
-    if not service:
+    if not entry:
         return result
+    hops = [_hop(document, name, decision) for name in (path or [entry])]
+    result["version"], result["instances"] = hops[0]["version"], hops[0].pop("chosen")
+    for hop in hops[1:]:
+        hop.pop("chosen")
+    if path:
+        result["hops"] = hops
+    return result
+
+
+def _hop(document: dict[str, Any], service: str, decision: Decision) -> dict[str, Any]:
+    """What a request under `decision` gets at `service` (docs/gateway-protocol.md, "Per
+    hop"), with the instances it may reach."""
     prod, gray = effective_versions(document, service)
+    members = {
+        name: lane["members"][service]["version"]
+        for name, lane in lanes_of(document).items()
+        if service in lane["members"]
+    }
+    excluded = frozenset(quarantined_of(document).get(service, []))
     instances = list(
         Instance.objects.filter(service__name=service).values(
             "id", "instance_id", "host", "port", "version", "state", "weight"
@@ -76,9 +107,15 @@ def simulate(
     )
     if not document["gray"]["routing"]:
         # `routing` off (the reference design's gray.load): the balancer ignores versions.
-        chosen: list[Mapping[str, Any]] = [i for i in instances if i["state"] == "UP"]
-        result["version"] = None
+        version, chosen, fallback = select_asked(instances, None, excluded=excluded)
     else:
-        result["version"], chosen = select_instances(instances, decision.flag, prod, gray)
-    result["instances"] = chosen
-    return result
+        ask = ask_for(decision.flag, decision.lane, prod, gray, members)
+        version, chosen, fallback = select_asked(instances, ask, excluded=excluded)
+    return {
+        "service": service,
+        "version": version,
+        "fallback": fallback,
+        "in_lane": decision.lane is not None
+        and (decision.lane == GRAY_LANE or decision.lane in members),
+        "chosen": chosen,
+    }
