@@ -1,4 +1,5 @@
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from django import forms
 from rest_framework.settings import api_settings
@@ -6,58 +7,111 @@ from rest_framework.settings import api_settings
 from policy.documents import policy_of
 from policy.models import PolicyState
 
-# Where an error of the policy engine shows up in the form.
-ENGINE_FIELD_TO_FORM = {
-    "header": "header_name",
-    "header.name": "header_name",
-    "header.value": "header_value",
-    "versions": "gray_version",
-    "versions.prod": "prod_version",
-    "versions.gray": "gray_version",
-}
-
 
 def _lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-class PolicyForm(forms.Form):
-    """The gray policy, one list entry per line. Validation is the engine's, so the form
-    and the API accept and reject exactly the same documents."""
+class PercentField(forms.FloatField):
+    """A share of users: 0 to 100 in steps of 0.01 % (one bucket of users,
+    docs/gateway-protocol.md). The engine refuses a third decimal with its own message, as the
+    API does."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(min_value=0, max_value=100, **kwargs)
+
+    def widget_attrs(self, widget: forms.Widget) -> dict[str, Any]:
+        return {**super().widget_attrs(widget), "step": "0.01"}
+
+
+class PublishForm(forms.Form):
+    """What every editor of the live document has (dashboard/editing.py): the revision the
+    page was loaded at, sent as If-Match when publishing, and the revision's comment.
+    Validation is the engine's, so the forms and the API accept and reject the same input;
+    `ENGINE_FIELDS` says on which field an error the engine names shows up."""
+
+    ENGINE_FIELDS: ClassVar[dict[str, str]] = {}
 
     revision = forms.IntegerField(widget=forms.HiddenInput)
-    enabled = forms.BooleanField(required=False, label="Gray routing at the gateway")
-    routing = forms.BooleanField(required=False, label="Version-aware load balancing")
+    comment = forms.CharField(required=False, max_length=500, label="Comment")
+
+    @classmethod
+    def post_data(cls, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """What a browser posts for a form showing `fields` (an unchecked box is left out)."""
+        return {key: value for key, value in fields.items() if value is not False}
+
+    def add_engine_errors(self, errors: Mapping[str, list[str]]) -> None:
+        for key, messages in errors.items():
+            field = self.ENGINE_FIELDS.get(key, key)
+            for message in messages:
+                self.add_error(field if field in self.fields else None, message)
+
+
+class RulesForm(PublishForm):
+    """The match rules the gray policy and every lane have, one list entry per line."""
+
+    ENGINE_FIELDS = {"header": "header_name", "header.name": "header_name",
+                     "header.value": "header_value"}  # fmt: skip
+
     header_name = forms.CharField(required=False, label="Header name")
     header_value = forms.CharField(required=False, label="Header value")
     ips = forms.CharField(required=False, widget=forms.Textarea, label="IPs and CIDRs")
     cities = forms.CharField(required=False, widget=forms.Textarea, label="Cities")
     users = forms.CharField(required=False, widget=forms.Textarea, label="Users")
+    percent = PercentField(label="Percent of users")
+
+    @staticmethod
+    def rule_fields(rules: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "header_name": rules["header"]["name"],
+            "header_value": rules["header"]["value"],
+            "ips": "\n".join(rules["ips"]),
+            "cities": "\n".join(rules["cities"]),
+            "users": "\n".join(rules["users"]),
+            "percent": rules["percent"],
+        }
+
+    def rules_data(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {
+            "header": {"name": data["header_name"], "value": data["header_value"]},
+            "ips": _lines(data["ips"]),
+            "cities": _lines(data["cities"]),
+            "users": _lines(data["users"]),
+            "percent": data["percent"],
+        }
+
+
+class PolicyForm(RulesForm):
+    """The gray policy."""
+
+    ENGINE_FIELDS = {
+        **RulesForm.ENGINE_FIELDS,
+        "versions": "gray_version",
+        "versions.prod": "prod_version",
+        "versions.gray": "gray_version",
+    }
+
+    enabled = forms.BooleanField(required=False, label="Gray routing at the gateway")
+    routing = forms.BooleanField(required=False, label="Version-aware load balancing")
     user_header = forms.CharField(label="User header")
     city_header = forms.CharField(label="City header")
-    percent = forms.IntegerField(min_value=0, max_value=100, label="Percent of users")
     prod_version = forms.CharField(label="Prod version")
     gray_version = forms.CharField(label="Gray version")
-    comment = forms.CharField(required=False, max_length=500, label="Comment")
 
     @classmethod
     def initial_from(cls, state: PolicyState) -> dict[str, Any]:
         return cls.fields_from_policy(policy_of(state.document), state.revision)
 
-    @staticmethod
-    def fields_from_policy(policy: dict, revision: int) -> dict:
+    @classmethod
+    def fields_from_policy(cls, policy: dict, revision: int) -> dict:
         return {
             "revision": revision,
             "enabled": policy["enabled"],
             "routing": policy["routing"],
-            "header_name": policy["header"]["name"],
-            "header_value": policy["header"]["value"],
-            "ips": "\n".join(policy["ips"]),
-            "cities": "\n".join(policy["cities"]),
-            "users": "\n".join(policy["users"]),
+            **cls.rule_fields(policy),
             "user_header": policy["user_header"],
             "city_header": policy["city_header"],
-            "percent": policy["percent"],
             "prod_version": policy["versions"]["prod"],
             "gray_version": policy["versions"]["gray"],
         }
@@ -67,21 +121,11 @@ class PolicyForm(forms.Form):
         return {
             "enabled": data["enabled"],
             "routing": data["routing"],
-            "header": {"name": data["header_name"], "value": data["header_value"]},
-            "ips": _lines(data["ips"]),
-            "cities": _lines(data["cities"]),
-            "users": _lines(data["users"]),
+            **self.rules_data(),
             "user_header": data["user_header"],
             "city_header": data["city_header"],
-            "percent": data["percent"],
             "versions": {"prod": data["prod_version"], "gray": data["gray_version"]},
         }
-
-    def add_engine_errors(self, errors: dict[str, list[str]]) -> None:
-        for key, messages in errors.items():
-            field = ENGINE_FIELD_TO_FORM.get(key, key)
-            for message in messages:
-                self.add_error(field if field in self.fields else None, message)
 
 
 class ServiceVersionsForm(forms.Form):
