@@ -110,6 +110,9 @@ class SimulateRequestSerializer(serializers.Serializer):
 
 class SimulateHopSerializer(serializers.Serializer):
     service = serializers.CharField()
+    asked = serializers.CharField(
+        allow_null=True, help_text="The version the request asks for here (null: any)."
+    )
     version = serializers.CharField(allow_null=True)
     fallback = serializers.BooleanField(
         help_text="The lane's (or gray) version has no routable instance: prod instead."
