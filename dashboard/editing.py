@@ -29,6 +29,9 @@ class Editor(ABC, Generic[F]):
     form_class: type[F]
     # Flashed to a user without the operator role who posts anyway.
     needs_operator: ClassVar[str]
+    # After a preview, show the change as the engine normalised it rather than as typed
+    # (the lane editor: the members in order, and empty rows for more).
+    shows_proposal: ClassVar[bool] = False
 
     @abstractmethod
     def url(self) -> str:
@@ -105,7 +108,15 @@ def edit(request: HttpRequest, editor: Editor[F]) -> HttpResponse:
     if form.cleaned_data["revision"] != state.revision:
         return _conflict(request, editor, form, state, proposed)
     diff = diff_documents(editor.current(state.document), proposed)
+    if editor.shows_proposal:
+        form = _form_showing(editor, proposed, state.revision, form.cleaned_data["comment"])
     return _page(request, editor, state, form, diff=diff)
+
+
+def _form_showing(editor: Editor[F], value: dict[str, Any], revision: int, comment: str) -> F:
+    """A form as the browser would post it showing `value`, loaded at `revision`."""
+    fields = {**editor.fields(value, revision), "comment": comment}
+    return editor.form_class(editor.form_class.post_data(fields))
 
 
 def _proposal(editor: Editor[F], form: F, document: dict[str, Any]) -> dict[str, Any] | None:
@@ -138,8 +149,7 @@ def _conflict(
         merged = proposed
     else:
         merged, clashes = rebase_policy(base, proposed, latest)
-    fields = {**editor.fields(merged, state.revision), "comment": form.cleaned_data["comment"]}
-    form = editor.form_class(editor.form_class.post_data(fields))
+    form = _form_showing(editor, merged, state.revision, form.cleaned_data["comment"])
     _proposal(editor, form, state.document)
     diff = diff_documents(latest, merged)
     return _page(

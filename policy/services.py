@@ -235,7 +235,12 @@ def _gray_lane_changed(document: dict[str, Any], data: Any, *, partial: bool) ->
 
 
 def delete_lane(
-    name: str, *, actor: str, source: str, expected_revision: int | None = None
+    name: str,
+    *,
+    actor: str,
+    source: str,
+    expected_revision: int | None = None,
+    comment: str = "",
 ) -> PublishResult:
     """LookupError: no such lane; PolicyError for the gray lane."""
 
@@ -256,6 +261,7 @@ def delete_lane(
         object_label=f"lane {name}",
         audit_view=_lane_audit(name),
         expected_revision=expected_revision,
+        comment=comment,
     )
 
 
