@@ -374,3 +374,19 @@ def test_gateways_that_cannot_carry_a_lane_are_named_and_a_lane_no_request_enter
     pull.delete()
     page = text(operator_client.get("/lanes/feature-x/edit/").content.decode())
     assert "No request enters this lane" in page
+
+
+def test_the_gateways_page_names_the_lanes_each_gateway_cannot_carry(viewer_client, fleet):
+    create_lane("feature-x", FEATURE_X, actor="bob", source="api")
+    pull = acked_by_a_nacos_and_a_pull_gateway()
+    skipped = [
+        {"record": "lanes", "reason": "dict, not a list; no lane applies"},
+        {"record": "services.user-app.instances[i9]", "reason": "port: 0 is not a port"},
+    ]
+    Gateway.objects.filter(pk=pull.pk).update(skipped=skipped)
+    html = viewer_client.get("/gateways/").content.decode()
+    rows = dict(re.findall(r'<tr data-gateway="([^"]+)">(.*?)</tr>', html, re.S))
+    assert re.search(r'<b>cannot carry lane <a href="/lanes/#lane-feature-x">feature-x</a></b>: '
+                     r"a Nacos-mode gateway", rows["gw-nacos"])  # fmt: skip
+    assert "<b>cannot carry any lane but gray</b>: dict, not a list" in rows["gw-pull"]
+    assert "<code>services.user-app.instances[i9]</code>: port: 0 is not a port" in rows["gw-pull"]
