@@ -7,6 +7,7 @@ from rest_framework.settings import api_settings
 
 from policy.documents import policy_of
 from policy.models import PolicyState
+from policy.serializers import MAX_PATH
 from routing_engine.lanes import MATCH_FIELDS
 from routing_engine.records import service_name_problem
 
@@ -144,12 +145,25 @@ class ServiceVersionsForm(forms.Form):
 
 
 class SimulateForm(forms.Form):
-    service = forms.CharField(required=False)
+    path = forms.CharField(
+        required=False,
+        label="Service path",
+        help_text="The service a request enters at, and those it then calls in turn, "
+        "e.g. user-app, order-app",
+    )
     header_name = forms.CharField(required=False, label="Header")
     header_value = forms.CharField(required=False, label="Value")
     ip = forms.GenericIPAddressField(required=False, label="Client IP")
     city = forms.CharField(required=False)
     user = forms.CharField(required=False)
+
+    def clean_path(self) -> list[str]:
+        # Names as the registries gave them: one stored before names were checked (a "/" in
+        # it, say) is still simulated, as the API does.
+        path = [name.strip() for name in self.cleaned_data["path"].split(",") if name.strip()]
+        if len(path) > MAX_PATH:
+            raise forms.ValidationError(f"At most {MAX_PATH} services.")
+        return path
 
 
 # The datalist of service names the lane editor's member rows pick from, and the one of every

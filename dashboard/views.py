@@ -25,7 +25,8 @@ from policy.simulation import simulate
 from registry_sync.models import Instance, Registry, Service
 from registry_sync.services import bring_online, lifecycle_timelines, take_offline
 from releases.services import MARKER_KINDS, chart_markers
-from routing_engine import PolicyError, normalize_policy
+from routing_engine import ALL, PROD, PolicyError, normalize_policy
+from routing_engine.lanes import GRAY_LANE
 
 from .editing import Editor, edit
 from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
@@ -223,27 +224,53 @@ def audit(request: HttpRequest) -> HttpResponse:
 @role_required(VIEWER)
 def simulator(request: HttpRequest) -> HttpResponse:
     form = SimulateForm(request.POST or None)
-    result = None
+    result, hops = None, []
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         headers = {data["header_name"]: data["header_value"]} if data["header_name"] else {}
         result = simulate(
             load_state(),
-            service=data["service"] or None,
+            service=None,
+            path=data["path"] or None,
             headers=headers,
             ip=data["ip"] or None,
             city=data["city"] or None,
             user=data["user"] or None,
         )
+        hops = [(hop, hop_reason(result, hop)) for hop in result.get("hops", [])]
     return render(
         request,
         "dashboard/simulator.html",
         {
             "form": form,
             "result": result,
+            "hops": hops,
             "service_names": Service.objects.values_list("name", flat=True)[:500],
         },
     )
+
+
+def hop_reason(result: dict[str, Any], hop: dict[str, Any]) -> str:
+    """Why a simulated request gets `hop`'s version there (docs/gateway-protocol.md, "Per
+    hop"), in words."""
+    asked, lane = hop["asked"], result["lane"]
+    if asked is None and result["flag"] == ALL:
+        reason = "any version"
+    elif asked is None:
+        reason = "any version: version-aware balancing is off"
+    elif hop["fallback"]:
+        reason = f"no routable instance of {asked}: prod {hop['version']} instead"
+    elif result["flag"] == PROD:
+        reason = "prod version"
+    elif lane == GRAY_LANE:
+        reason = f"gray version {asked}"
+    elif hop["in_lane"]:
+        reason = f"member version {asked}"
+    else:
+        reason = f"not a member of {lane}: prod {asked}"
+    if not hop["routable"]:
+        reason += "; no routable instance: the gateway answers 503"
+    return reason
 
 
 @require_POST

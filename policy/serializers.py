@@ -117,6 +117,10 @@ class SimulateHopSerializer(serializers.Serializer):
     fallback = serializers.BooleanField(
         help_text="The lane's (or gray) version has no routable instance: prod instead."
     )
+    routable = serializers.IntegerField(
+        help_text="Routable instances of `version` (any version's when null); 0: the gateway "
+        "answers 503."
+    )
     in_lane = serializers.BooleanField(
         help_text="The request's lane has a version of this service (gray: always)."
     )

@@ -114,6 +114,7 @@ def _hop(document: dict[str, Any], service: str, decision: Decision) -> dict[str
         "asked": ask.version if ask else None,
         "version": version,
         "fallback": fallback,
+        "routable": len(chosen),
         "in_lane": decision.lane is not None
         and (decision.lane == GRAY_LANE or decision.lane in members),
         "chosen": chosen,

@@ -1,6 +1,7 @@
 """The lanes pages: the list in the order lanes are tried, the lane editor (preview, publish,
 conflict, inline errors, the registry's services and versions as pickers), deletion, the
-gray lane's place, viewers read only; which gateways cannot carry a lane."""
+gray lane's place, viewers read only; which gateways cannot carry a lane, there and on the
+gateways page; the simulator's path and hops."""
 
 import json
 import re
@@ -390,3 +391,30 @@ def test_the_gateways_page_names_the_lanes_each_gateway_cannot_carry(viewer_clie
                      r"a Nacos-mode gateway", rows["gw-nacos"])  # fmt: skip
     assert "<b>cannot carry any lane but gray</b>: dict, not a list" in rows["gw-pull"]
     assert "<code>services.user-app.instances[i9]</code>: port: 0 is not a port" in rows["gw-pull"]
+
+
+def test_the_simulator_takes_a_path_and_answers_each_hop(viewer_client, fleet):
+    create_lane("feature-x", FEATURE_X, actor="bob", source="api")
+    response = viewer_client.post(
+        "/simulate/",
+        {"path": "user-app, order-app", "header_name": "x-lane", "header_value": "feature-x"},
+    )
+    result = response.context["result"]
+    assert (result["flag"], result["lane"], result["matched"]) == ("GRAY", "feature-x", "header")
+    page = text(response.content.decode())
+    assert "Lane feature-x" in page
+    hops = re.findall(r"<tr data-hop>(.*?)</tr>", response.content.decode(), re.S)
+    assert [text(hop).strip() for hop in hops] == [
+        "1 user-app V3 in lane feature-x member version V3",
+        "2 order-app V1 fallback in lane feature-x no routable instance of V3: prod V1 instead",
+    ]
+    response = viewer_client.post("/simulate/", {"path": "user-app,order-app , pay-app"})
+    hops = re.findall(r"<tr data-hop>(.*?)</tr>", response.content.decode(), re.S)
+    assert [text(hop) for hop in hops] == [
+        "1 user-app V1 prod version",
+        "2 order-app V1 prod version",
+        "3 pay-app V1 prod version; no routable instance: the gateway answers 503",
+    ]
+    path = ", ".join(f"s{n}" for n in range(21))
+    response = viewer_client.post("/simulate/", {"path": path})
+    assert response.context["form"].errors == {"path": ["At most 20 services."]}
