@@ -405,15 +405,15 @@ def test_the_simulator_takes_a_path_and_answers_each_hop(viewer_client, fleet):
     assert "Lane feature-x" in page
     hops = re.findall(r"<tr data-hop>(.*?)</tr>", response.content.decode(), re.S)
     assert [text(hop).strip() for hop in hops] == [
-        "1 user-app V3 in lane feature-x member version V3",
+        "1 user-app V3 no in lane feature-x member version V3",
         "2 order-app V1 fallback in lane feature-x no routable instance of V3: prod V1 instead",
     ]
     response = viewer_client.post("/simulate/", {"path": "user-app,order-app , pay-app"})
     hops = re.findall(r"<tr data-hop>(.*?)</tr>", response.content.decode(), re.S)
     assert [text(hop) for hop in hops] == [
-        "1 user-app V1 prod version",
-        "2 order-app V1 prod version",
-        "3 pay-app V1 prod version; no routable instance: the gateway answers 503",
+        "1 user-app V1 no none prod version",
+        "2 order-app V1 no none prod version",
+        "3 pay-app V1 no none prod version; no routable instance: the gateway answers 503",
     ]
     path = ", ".join(f"s{n}" for n in range(21))
     response = viewer_client.post("/simulate/", {"path": path})
