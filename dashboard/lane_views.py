@@ -41,12 +41,18 @@ NEW_LANE_PRIORITY = 100
 PICKER_SERVICES = 500
 # Entries of a rule list the lanes page shows before "and N more".
 SHOWN_ENTRIES = 5
+# Members of the gray lane shown (it has every service) before "and N more".
+SHOWN_GRAY_MEMBERS = 20
 
 
 @role_required(VIEWER)
 def lanes(request: HttpRequest) -> HttpResponse:
     state = load_state()
     rows = lane_rows(state)
+    for row in rows:
+        if row["builtin"]:
+            row["more_members"] = max(0, len(row["members"]) - SHOWN_GRAY_MEMBERS)
+            row["members"] = dict(list(row["members"].items())[:SHOWN_GRAY_MEMBERS])
     known = known_versions({service for row in rows for service in row["members"]})
     quarantined = quarantined_of(state.document)
     others = {row["name"]: row for row in rows if not row["builtin"]}
@@ -240,11 +246,13 @@ class GrayLaneEditor(Editor[GrayLanePlaceForm]):
     def context(self, state: PolicyState, form: GrayLanePlaceForm) -> dict[str, Any]:
         services = list(Service.objects.values_list("name", flat=True))
         lane = gray_lane_payload(state.document, services, "", "")
-        known = known_versions(lane["members"])
-        quarantined = quarantined_of(state.document)
+        members = list(lane["members"].items())
+        shown = dict(members[:SHOWN_GRAY_MEMBERS])
+        known = known_versions(shown)
         return {
             "rules": rule_summary(lane["match"]),
-            "members": member_rows(lane["members"].items(), known, quarantined),
+            "members": member_rows(shown.items(), known, quarantined_of(state.document)),
+            "more_members": len(members) - len(shown),
             "gray_on": lane["enabled"],
         }
 

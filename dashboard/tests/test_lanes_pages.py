@@ -103,6 +103,15 @@ def test_the_list_shows_every_lane_in_the_order_they_are_tried(viewer_client, fl
     assert 'href="/lanes/new/"' not in html  # a viewer makes no lane
 
 
+def test_the_gray_lane_shows_its_first_members_and_counts_the_rest(viewer_client, fleet):
+    Service.objects.bulk_create(Service(name=f"svc-{n:02}") for n in range(25))
+    for url in ("/lanes/", "/lanes/gray/edit/"):
+        html = viewer_client.get(url).content.decode()
+        gray = html[html.index("gray") :]
+        assert gray.count('<span class="ver">V2</span>') == 20, url
+        assert "and 7 more" in text(gray), url  # 27 services in all
+
+
 def test_a_new_lane_with_bad_fields_shows_each_error_inline_and_saves_nothing(
     operator_client, fleet
 ):
