@@ -3,14 +3,18 @@ and the routing moves: the simulator, through its page, puts a matching request 
 lane and answers the lane's versions at each hop, where it answered prod before. The pages
 also fit a 390 px wide phone without scrolling sideways."""
 
+import json
 import re
 
 import pytest
 from playwright.sync_api import expect
 
+from gateways import generation, yaml_layout
+from gateways.acks import record_acks
+from gateways.models import Gateway, Generation
 from policy.lanes import lanes_of
 from policy.publishing import load_state
-from policy.services import update_policy
+from policy.services import create_lane, update_policy
 from registry_sync.models import Instance, Service
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -134,6 +138,43 @@ def test_create_a_lane_publish_it_and_see_the_routing_move(
         "2 order-app V3 no in lane feature-x member version V3",
     ]
     screenshot("simulator-lane")
+
+    # Deleted through its page (previewed as a diff first), the request is back in prod.
+    page.goto("/lanes/feature-x/edit/")
+    page.click("#delete-lane")
+    expect(page.locator("table.diff")).to_contain_text("members.order-app.version")
+    screenshot("lane-delete")
+    with page.expect_navigation():
+        page.click("#delete-button")
+    expect(page.locator(".flash-success")).to_have_text(f"Published revision {live + 2}.")
+    result = simulate_feature_x(page)
+    expect(result.locator(".flag")).to_have_text("PROD")
+
+
+def test_gateways_that_cannot_carry_a_lane_are_shown(operator_page, fleet, screenshot):
+    """A Nacos-mode gateway acks the lane as skipped: the lane's page and the gateways page
+    say so."""
+    page = operator_page
+    create_lane("feature-x", {"priority": 100, "members": {"user-app": "V3"}}, actor="bob",
+                source="api")  # fmt: skip
+    number = generation.bump("lanes")
+    document = json.loads(Generation.objects.get(number=number).content)
+    nacos, _, _ = Gateway.objects.create_with_credentials(
+        name="gw-nacos", mode=Gateway.NACOS, endpoint="http://127.0.0.1:8848/nacos"
+    )
+    record_acks({nacos.pk: number}, delivered=True,
+                skipped={nacos.pk: yaml_layout.left_out(document)})  # fmt: skip
+    page.goto("/lanes/feature-x/edit/")
+    expect(page.locator("#lane-unreachable")).to_contain_text("No request enters this lane")
+    expect(page.locator("#lane-gateways")).to_contain_text("gw-nacos cannot carry it")
+    screenshot("lane-gateways")
+    page.click("nav >> text=Gateways")
+    skipped = page.locator('tr[data-gateway="gw-nacos"] [data-field="skipped"]')
+    expect(skipped).to_contain_text("cannot carry lane feature-x: a Nacos-mode gateway")
+    screenshot("gateways-lanes")
+    skipped.locator("a", has_text="feature-x").click()
+    expect(page).to_have_url(re.compile(r"/lanes/#lane-feature-x$"))
+    expect(page.locator("#lane-feature-x")).to_contain_text("gw-nacos cannot carry it")
 
 
 def scrolls_sideways(page) -> bool:
