@@ -18,7 +18,8 @@ from demo.restart import NotRestartable, restart_demo_instance, restartable
 from gateways.models import Gateway
 from gateways.views import BADGES, status_rows
 from policy.documents import policy_of
-from policy.models import Revision
+from policy.lanes import gray_priority_of
+from policy.models import PolicyState, Revision
 from policy.publishing import PublishResult, load_state
 from policy.services import rollback_to, service_rows, set_service_versions, update_policy
 from policy.simulation import simulate
@@ -81,6 +82,9 @@ class PolicyEditor(Editor[PolicyForm]):
 
     def propose(self, form: PolicyForm, document: dict[str, Any]) -> dict[str, Any]:
         return normalize_policy(form.policy_data())
+
+    def context(self, state: PolicyState, form: PolicyForm) -> dict[str, Any]:
+        return {"gray_priority": gray_priority_of(state.document)}
 
     def publish(self, form: PolicyForm, actor: str) -> PublishResult:
         return update_policy(

@@ -335,6 +335,13 @@ def test_the_gray_lanes_place_is_edited_here_its_rules_in_the_policy(operator_cl
     }
 
 
+def test_the_policy_page_says_it_is_the_gray_lane(viewer_client, fleet):
+    update_lane("gray", {"priority": 500}, partial=True, actor="bob", source="api")
+    page = text(viewer_client.get("/policy/").content.decode())
+    assert "These rules and versions are the built-in lane gray" in page
+    assert "tried at priority 500 among the lanes" in page
+
+
 def test_a_viewer_sees_lanes_read_only(viewer_client, fleet):
     create_lane("feature-x", FEATURE_X, actor="bob", source="api")
     state = load_state()
