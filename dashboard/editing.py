@@ -76,9 +76,9 @@ class Editor(ABC, Generic[F]):
 def edit(request: HttpRequest, editor: Editor[F]) -> HttpResponse:
     state = load_state()
     gone = editor.missing(state.document)
-    if gone and request.method != "POST":
-        raise Http404(gone)
     if request.method != "POST":
+        if gone:
+            raise Http404(gone)
         initial = editor.fields(editor.initial(state.document), state.revision)
         form = editor.form_class(initial=initial)
         return _page(request, editor, state, form)
