@@ -64,8 +64,8 @@ def user_bucket(user: str) -> int:
     """Stable slice 0..9999 of a user id, the same in every process.
 
     CRC-32 rather than a cryptographic hash: it runs on every request, spreads numeric and
-    textual ids evenly (see the spread test), and every engine has it (Envoy's Lua and
-    nginx compute it too); nobody gains from steering their own id into gray.
+    textual ids evenly (see the spread test), and other engines have it (Envoy's Lua filter
+    computes it too); nobody gains from steering their own id into gray.
     """
     return zlib.crc32(user.encode("utf-8", "surrogatepass")) % _BUCKETS
 
