@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dataplane.gateway.routing import RoutingTable
+from dataplane.gateway.routing import RoutingTable, route_key
 from routing_engine import ALL, GRAY, PROD, service_routing
 from routing_engine.matcher import ip_ranges
 from routing_engine.records import Skipped
@@ -129,7 +129,7 @@ def compile_document(
         pools += own
         flags: dict[str, str | None] = {}
         for flag in FLAGS:
-            version, chosen = service.by_flag[flag]
+            version, chosen = service.by_route[route_key(flag)]
             if not chosen:
                 flags[flag] = None
             else:
