@@ -183,9 +183,11 @@ def test_metrics_are_served_as_prometheus_text_and_a_missing_ingestion_is_logged
     version_of(gateway)
     time.sleep(0.5)
     text = httpx.get(gateway.url + "/-/metrics").text
-    assert 'graylane_gateway_requests_total{service="user-app",version="V1"} 4.0' in text
-    assert 'graylane_gateway_requests_total{service="user-app",version="V2"} 1.0' in text
-    assert 'graylane_gateway_errors_total{service="user-app",version="V1"} 0.0' in text
+    assert 'graylane_gateway_requests_total{lane="",service="user-app",version="V1"} 4.0' in text
+    assert (
+        'graylane_gateway_requests_total{lane="gray",service="user-app",version="V2"} 1.0' in text
+    )
+    assert 'graylane_gateway_errors_total{lane="",service="user-app",version="V1"} 0.0' in text
     assert httpx.get(gateway.url + "/metrics").text.startswith("# HELP")
     # Until the ingestion endpoint exists the dashboard answers 404: said once, not per report.
     dropped = [line for line in gateway.log(tail=100_000).splitlines() if "are dropped" in line]

@@ -68,7 +68,7 @@ def test_a_client_cannot_choose_its_own_flag(lab, two_versions):
         gateway, **{"X-Gray-Status": "GRAY", "baggage": "x-gray-status=GRAY,tenant=acme;p=1"}
     ).json()
     assert (answer["version"], answer["gray_status"]) == ("V1", "PROD")
-    assert answer["headers"]["baggage"] == "tenant=acme;p=1"
+    assert answer["headers"]["baggage"] == "tenant=acme;p=1,graylane.gray=PROD"
 
 
 def test_a_listed_user_goes_to_gray(lab, two_versions):
