@@ -235,22 +235,24 @@ def _route(
     if lane is not None:
         lines += b"%s: %s\r\n" % (LANE_HEADER.lower().encode(), lane.encode())
         baggage += b",%s=%s" % (BAGGAGE_LANE_KEY.encode(), lane.encode())
+    asks: dict[str, Ask | None] = {}
     if policy["routing"]:
         versions = policy["versions"]
         anywhere = ask_for(flag, lane, versions["prod"], versions["gray"])
-        asks: dict[str, Ask | None] = {ANY_SERVICE: anywhere}
+        asks[ANY_SERVICE] = anywhere
         for service in sorted(members):
             entry = entries.get(service)
             prod, gray = (entry.prod, entry.gray) if entry else (versions["prod"], versions["gray"])
             ask = ask_for(flag, lane, prod, gray, members[service])
             if ask != anywhere:  # a service not listed asks what `*` asks
                 asks[service] = ask
-        quarantined = {
-            name: entry.quarantined for name, entry in sorted(entries.items()) if entry.quarantined
-        }
-        header = render(asks, quarantined)
-        if header:
-            lines += b"%s: %s\r\n" % (VERSIONS_HEADER.lower().encode(), header.encode("ascii"))
+    # Quarantines go with every request, routing on or off: no hop may reach them.
+    quarantined = {
+        name: entry.quarantined for name, entry in sorted(entries.items()) if entry.quarantined
+    }
+    header = render(asks, quarantined)
+    if header:
+        lines += b"%s: %s\r\n" % (VERSIONS_HEADER.lower().encode(), header.encode("ascii"))
     return Route(flag, lane, lines, baggage)
 
 
