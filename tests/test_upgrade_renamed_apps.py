@@ -60,8 +60,13 @@ release = call("post", "/api/v1/releases/", {"service": "user-app", "to_version"
 call("post", f"/api/v1/releases/{release['id']}/start/")
 webhook = Webhook.objects.create(name="chat", url="https://hooks.example.org/x",
                                  secret="hook-secret")
+# Beat timeouts of an hour: the upgrade may take longer than the default 30 s after which
+# an instance that stopped beating is deleted, and the read-back expects it there.
 EmbeddedInstance.objects.create(service="order-app", ip="127.0.0.1", port=7301,
-                                metadata={"version": "V1"}, last_beat=timezone.now())
+                                metadata={"version": "V1",
+                                          "preserved.heart.beat.timeout": "3600000",
+                                          "preserved.ip.delete.timeout": "3600000"},
+                                last_beat=timezone.now())
 auditors = Group.objects.create(name="auditors")
 auditors.permissions.add(*Permission.objects.filter(
     content_type__app_label__in=["releases", "rollouts"], codename__startswith="view_"))
