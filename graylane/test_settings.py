@@ -10,6 +10,10 @@ os.environ.setdefault("GRAYLANE_SECRET_KEYS", "Z3JheWxhbmUtVEVTVC1PTkxZLWZlcm5ld
 os.environ.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 # Tests start what they need themselves; no background jobs inside the test process.
 os.environ.setdefault("IN_PROCESS_JOBS", "false")
+# Each pytest-xdist worker has Redis keys, channels and queues of its own (on one REDIS_URL),
+# and so do the servers and workers its tests start, which inherit the variable.
+if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["REDIS_PREFIX"] = f"{os.environ.get('REDIS_PREFIX', 'graylane')}-{worker}"
 
 from graylane.settings import *  # noqa: E402,F403
 

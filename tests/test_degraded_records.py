@@ -22,7 +22,7 @@ from testing.fakes.nacos_fake import FakeNacos
 from testing.gateway_lab import auth
 from tests.test_gateway_routing import SEED_RULES
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def served(gateway, count: int, path: str = "/user-app/hello", **headers) -> Counter:

@@ -15,7 +15,7 @@ from gateways.models import Generation
 from testing.gateway_lab import Lab, UpstreamFleet
 from testing.processes import AsgiServer, database_url, django_env
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 SEED_RULES = {"enabled": True, "routing": True, "header": {"name": "gray", "value": "gray-996"}}
 
 

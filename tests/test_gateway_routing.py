@@ -12,7 +12,7 @@ import pytest
 
 from testing.gateway_lab import HANG_UP, HOP_HEADERS, SHUTTING_DOWN, SILENT
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 GEOIP_TEST_DB = Path(__file__).parent / "data" / "geoip" / "GeoIP2-City-Test.mmdb"
 SEED_RULES = {
     "enabled": True,

@@ -18,6 +18,8 @@ from dataplane.agent.engines import envoy_binary
 from testing.agent_lab import ENGINE_MISSING
 from testing.processes import BASE_DIR, free_port
 
+pytestmark = pytest.mark.slow
+
 PORT_VARIABLES = (
     "GATEWAY_PORT",
     "USER_APP_V1_PORT",

@@ -17,7 +17,7 @@ from events.after_commit import after_commit, best_effort
 from gateways.tests.conftest import wait_until
 from testing.processes import RedisServer, free_port
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
 
 
 def _redis_on(port: int) -> redis.Redis:

@@ -26,10 +26,13 @@ from testing.processes import (
     django_env,
 )
 
-pytestmark = pytest.mark.skipif(
-    not (POSTGRES_BIN / "initdb").exists() or not shutil.which("redis-server"),
-    reason="needs PostgreSQL 15's initdb and redis-server (apt: postgresql-15, redis-server)",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (POSTGRES_BIN / "initdb").exists() or not shutil.which("redis-server"),
+        reason="needs PostgreSQL 15's initdb and redis-server (apt: postgresql-15, redis-server)",
+    ),
+]
 
 HEALTHY_WRITES = 60  # before the outage
 OUTAGE_SECONDS = 3.0

@@ -19,7 +19,7 @@ from registry_sync.models import UNREACHABLE
 from testing.fakes.nacos_fake import FakeNacos
 from testing.processes import AsgiServer, database_url, django_env
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 NAME = "nacos.graylane.test"
 # The shell run by `unshare -m`: its own /etc/hosts ($0), then the server ("$@").
 OWN_HOSTS = 'mount --bind "$0" /etc/hosts && exec "$@"'

@@ -15,6 +15,7 @@ from testing.gateway_lab import FAIL_SUFFIX, SLOW_SECONDS, SLOW_SUFFIX
 from testing.processes import PROMETHEUS, PrometheusProcess, free_port
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         not os.access(PROMETHEUS, os.X_OK),

@@ -20,7 +20,7 @@ from releases.models import Release
 from testing.gateway_lab import FAILING_FIFTH, OK, auth
 from testing.processes import AsgiServer, CeleryWorker, database_url, django_env
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 INTERVAL = 5
 STEPS = [{"targeted": True}, {"percent": 50}, {"percent": 100}]

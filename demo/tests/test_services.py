@@ -17,6 +17,8 @@ from testing.demo_processes import (
     manage,
 )
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def var_dir(tmp_path_factory):

@@ -11,7 +11,11 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from demo.supervisor import Child
+
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ from accounts.models import ApiToken
 from gateways import generation
 from gateways.models import Gateway
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 CONFIG = "/api/v1/gateway-config/"
 
 

@@ -17,6 +17,7 @@ from testing.fakes.receiver import PushReceiver
 from testing.processes import CeleryWorker, Process, database_url, django_env
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         not settings.REDIS_URL,

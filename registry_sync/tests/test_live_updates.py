@@ -17,6 +17,7 @@ from testing import processes
 from testing.fakes.nacos_fake import FakeNacos
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("db_thread_closer"),
 ]

@@ -86,6 +86,7 @@ def wait_for(condition, timeout: float):
     raise AssertionError("not in time")
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_worker_notifies_and_retries_with_backoff(receiver, fleet, celery_worker):  # noqa: F811
     Webhook.objects.create(name="ci", url=receiver.url + "/hook", secret=SECRET)

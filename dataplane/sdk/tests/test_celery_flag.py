@@ -14,9 +14,13 @@ import pytest
 from testing.processes import Process, free_port
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
-pytestmark = pytest.mark.skipif(
-    not REDIS_URL, reason="needs a Redis broker: set REDIS_URL (CI sets redis://127.0.0.1:6379/3)"
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not REDIS_URL,
+        reason="needs a Redis broker: set REDIS_URL (CI sets redis://127.0.0.1:6379/3)",
+    ),
+]
 
 
 class Worker(Process):

@@ -44,6 +44,7 @@ def nacos():
         yield fake
 
 
+@pytest.mark.slow
 def test_registered_only_once_warm(nacos):
     with Instance(nacos.url, "--warmup-s", "1.5") as instance:
         began = time.monotonic()
@@ -53,6 +54,7 @@ def test_registered_only_once_warm(nacos):
         assert httpx.post(instance.url + "/work").status_code == 200  # warm when listed
 
 
+@pytest.mark.slow
 def test_sigterm_disables_then_drains_with_the_marker_then_deregisters(nacos):
     with Instance(nacos.url, "--drain-s", "2") as instance:
         wait_for(lambda: nacos.instance("svc", "127.0.0.1", instance.port) is not None)
@@ -92,6 +94,7 @@ def test_sigterm_disables_then_drains_with_the_marker_then_deregisters(nacos):
     assert nacos.instance("svc", "127.0.0.1", instance.port) is None  # deregistered last
 
 
+@pytest.mark.slow
 def test_an_idle_instance_leaves_as_soon_as_it_is_quiet(nacos):
     with Instance(nacos.url, "--drain-s", "20") as instance:
         wait_for(lambda: nacos.instance("svc", "127.0.0.1", instance.port) is not None)

@@ -16,6 +16,8 @@ import pytest
 
 from testing.lossless_lab import Load
 
+pytestmark = pytest.mark.slow
+
 WARMUP_S = 3.0
 LOAD_S = 12
 
