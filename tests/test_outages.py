@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateways.tests.conftest import wait_until
 from testing import outage_lab
 from testing.processes import (
     BASE_DIR,
@@ -25,6 +24,7 @@ from testing.processes import (
     RedisServer,
     django_env,
 )
+from testing.waiting import wait_until
 
 pytestmark = [
     pytest.mark.slow,

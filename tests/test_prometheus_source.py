@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateways.tests.conftest import wait_until
 from testing.gateway_lab import FAIL_SUFFIX, SLOW_SECONDS, SLOW_SUFFIX
 from testing.processes import PROMETHEUS, PrometheusProcess, free_port
+from testing.waiting import wait_until
 
 pytestmark = [
     pytest.mark.slow,

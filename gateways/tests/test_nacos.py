@@ -8,8 +8,8 @@ import yaml
 
 from gateways import generation, yaml_layout
 from gateways.models import Gateway
-from gateways.tests.conftest import wait_until
 from testing.fakes.nacos_config_fake import FakeNacosConfig
+from testing.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

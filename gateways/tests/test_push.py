@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from gateways import delivery, generation
 from gateways.models import Gateway
-from gateways.tests.conftest import wait_until
 from testing.fakes.receiver import PushReceiver
+from testing.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
