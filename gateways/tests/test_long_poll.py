@@ -80,7 +80,7 @@ def test_a_long_poll_answers_304_after_wait_seconds(server, make_gateway):
     elapsed = time.monotonic() - started
     assert response.status_code == 304
     assert response.headers["ETag"] == f'"{known}"'
-    assert 0.5 <= elapsed < 1.5
+    assert 0.5 <= elapsed < 10 * 0.5  # at its wait's end, not before, nor long after
     gateway.refresh_from_db()
     assert gateway.last_seen is not None, "each poll records that the gateway was seen"
 
@@ -132,7 +132,7 @@ def test_fifty_concurrent_long_polls_do_not_exhaust_the_server(server, make_gate
     assert [r.status_code for r in responses] == [200] * 50
     assert {r.json()["generation"] for r in responses} == {known + 1}
     assert len({r.content for r in responses}) == 1, "every gateway gets the same bytes"
-    assert elapsed < 2.0
+    assert elapsed < 5.0  # woken by the publish: their own wait is 30 s
     # A waiting gateway is a coroutine, not a thread (gateways/protocol/asgi.py).
     assert threads_waiting - threads_before < 10, (threads_before, threads_waiting)
     assert Gateway.objects.filter(last_seen__isnull=False).count() == 50
