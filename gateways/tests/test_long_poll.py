@@ -146,6 +146,8 @@ def test_a_generation_made_in_another_process_wakes_the_servers_pollers(server, 
     known = current_generation(server, token)
     with ThreadPoolExecutor(1) as pool:
         poll = start_poll(pool, server, token, known)
+        # The poll is waiting before the change (nothing in the server to ask): one made after
+        # it would be answered at once and show nothing of the wake-up across processes.
         time.sleep(0.5)
         started = time.monotonic()
         # This test process stands in for a Celery worker noticing an instance change.
