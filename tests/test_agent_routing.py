@@ -13,7 +13,11 @@ from testing.agent_lab import engines, start_agent
 from testing.gateway_lab import SLOW_SECONDS, SLOW_SUFFIX
 from tests.test_gateway_routing import SEED_RULES, get
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.parametrize("engine", engines())]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.parametrize("engine", engines()),
+]
 
 
 def test_scenario_2_a_plain_request_goes_to_prod_and_says_so(lab, two_versions, engine):

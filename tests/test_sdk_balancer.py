@@ -2,7 +2,6 @@
 real upstream servers on loopback (testing/gateway_lab.py's), picked by the request's flag
 with the gateway's engine."""
 
-import asyncio
 from collections import Counter
 
 import pytest
@@ -12,6 +11,7 @@ from dataplane.sdk.balancer import NoInstance, ServiceBalancer
 from dataplane.sdk.flag import Route, use_flag, use_route
 from testing.fakes.nacos_fake import FakeNacos
 from testing.gateway_lab import OK, SHUTTING_DOWN, UpstreamFleet
+from testing.waiting import async_wait_until
 
 pytestmark = pytest.mark.asyncio
 
@@ -106,14 +106,12 @@ async def test_a_failing_registry_leaves_the_last_list_in_use_and_refreshes_in_t
         await balancer.start()
         try:
             nacos.fail_with(500)
-            await asyncio.sleep(0.3)
-            assert balancer.stale
+            await async_wait_until(lambda: balancer.stale, what="a refresh to fail")
             assert await served_by(balancer, 2, "PROD") == {first.name: 2}
-            nacos.fail_with(None)
             second = fleet.add("V1")
             register(nacos, second)
-            await asyncio.sleep(0.3)
-            assert not balancer.stale
+            nacos.fail_with(None)
+            await async_wait_until(lambda: not balancer.stale, what="a refresh to work again")
             assert set(await served_by(balancer, 4, "PROD")) == {first.name, second.name}
         finally:
             await balancer.aclose()

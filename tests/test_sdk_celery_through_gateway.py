@@ -15,6 +15,7 @@ from dataplane.sdk.tests.test_celery_flag import (
 )
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         not REDIS_URL,

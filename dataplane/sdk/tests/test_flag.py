@@ -12,6 +12,8 @@ from dataplane.sdk.flag import current_flag, use_flag
 from dataplane.sdk.middleware import GrayFlagASGIMiddleware, GrayFlagWSGIMiddleware
 from testing.processes import Process, free_port
 
+pytestmark = pytest.mark.slow
+
 GRAY_BAGGAGE = "graylane.gray=GRAY"
 
 
