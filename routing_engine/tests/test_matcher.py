@@ -249,3 +249,23 @@ def test_decision_is_immutable():
 
 def test_lower_headers():
     assert lower_headers({"X-User-No": "1", "Gray": "x"}) == {"x-user-no": "1", "gray": "x"}
+
+
+def test_pick_headers_lower_cases_the_named_headers_in_any_spelling_and_only_those(policy):
+    matcher = GrayMatcher(policy(enabled=True, header={"name": "X-Canary", "value": "yes"}))
+    assert matcher.header_names == {"x-canary", "x-city", "x-user-no"}
+    request = {"X-CANARY": "yes", "x-city": "Paris", "User-Agent": "curl", "X-User-No": "7"}
+    for _ in range(2):  # the second time from the spellings it remembers
+        assert matcher.pick_headers(request) == {"x-canary": "yes", "x-city": "Paris",
+                                                 "x-user-no": "7"}  # fmt: skip
+    assert matcher.decide(matcher.pick_headers(request)) == Decision(GRAY, "header")
+    assert matcher.pick_headers({"x-Canary": "no"}) == {"x-canary": "no"}
+
+
+def test_pick_headers_forgets_spellings_rather_than_grow_without_bound(policy):
+    matcher = GrayMatcher(policy(enabled=True))
+    for n in range(10_000):
+        matcher.pick_headers({f"X-Noise-{n}": "1", "x-user-no": "1001"})
+    cells = matcher.pick_headers.__closure__
+    spellings = next(c.cell_contents for c in cells if isinstance(c.cell_contents, dict))
+    assert len(spellings) <= 4096
