@@ -64,7 +64,7 @@ def test_start_a_release_from_the_form_and_follow_it(signed_in, fleet):
     [
         ({"steps": "targeted, 50, 5"}, "Percentages must grow"),
         ({"steps": "targeted, lots"}, "neither"),
-        ({"steps": "5, 500"}, "step 2: percent: Ensure this value is less than or equal to 100."),
+        ({"steps": "5, 500"}, "step 2: percent: Must be between 0 and 100, got 500."),
         ({"interval_s": "2"}, "greater than or equal to 5"),
         ({"service": "ghost"}, "No service named"),
     ],
