@@ -59,9 +59,33 @@ def test_start_a_release_from_the_form_and_follow_it(signed_in, fleet):
     )
 
 
+def test_a_release_in_a_lane_with_fractional_steps_shows_its_lane(signed_in, fleet, api):
+    lane = {"name": "feature-x", "priority": 100, "members": {}}
+    assert api("operator").post("/api/v1/lanes/", lane, format="json").status_code == 201
+    client = signed_in("operator")
+    client.post("/releases/", {**FORM, "lane": "feature-x", "steps": "0.5, 2.25, 100"})
+    release = Release.objects.get()
+    assert (release.lane, release.state) == ("feature-x", "running")
+    assert release.steps == [{"percent": 0.5}, {"percent": 2.25}, {"percent": 100}]
+    page = client.get(f"/releases/{release.pk}/").content.decode()
+    assert "In lane <strong>feature-x</strong>" in page
+    assert 'aria-current="step">0.5 %</li>' in page
+    listing = client.get("/releases/?lane=feature-x").content.decode()
+    assert f'href="/releases/{release.pk}/"' in listing
+    assert '<td class="release-lane">feature-x</td>' in listing
+    assert (
+        f'href="/releases/{release.pk}/"' not in client.get("/releases/?lane=gray").content.decode()
+    )
+    client.post(f"/releases/{release.pk}/rollback/")
+    page = client.get(f"/releases/{release.pk}/").content.decode()
+    assert "was quarantined for user-app" in page
+
+
 @pytest.mark.parametrize(
     "changes, message",
     [
+        ({"lane": "nope"}, "No lane named &#x27;nope&#x27;."),
+        ({"steps": "0.125, 5"}, "step 1: percent: At most two decimals"),
         ({"steps": "targeted, 50, 5"}, "Percentages must grow"),
         ({"steps": "targeted, lots"}, "neither"),
         ({"steps": "5, 500"}, "step 2: percent: Must be between 0 and 100, got 500."),
