@@ -277,6 +277,8 @@ class LaneListView(GenericAPIView):
     """Lanes (contract "Lanes"): the built-in `gray` (the policy) and the others."""
 
     serializer_class = LaneSerializer
+    # Lanes live in the policy document, not in a table: nothing to filter by query.
+    filter_backends = ()
 
     @extend_schema(responses=LaneSerializer(many=True))
     def get(self, request: Request) -> Response:
