@@ -97,9 +97,8 @@ def forwards(apps, schema_editor):
     state = PolicyState.objects.filter(pk=1).first()
     document = None if state is None else json.loads(state.content)
 
-    for release in Release.objects.filter(state__in=ACTIVE, routing_before__isnull=True).order_by(
-        "pk"
-    ):
+    under_way = Release.objects.filter(state__in=ACTIVE)
+    for release in under_way.filter(routing_before__isnull=True).order_by("pk"):
         release.routing_before = _routing_before(apps, release, document)
         release.save(update_fields=["routing_before"])
         AuditEntry.objects.create(
@@ -113,14 +112,14 @@ def forwards(apps, schema_editor):
 
     if document is None:
         return
-    under_way = set(Release.objects.filter(state__in=ACTIVE).values_list("service", flat=True))
+    busy = set(under_way.values_list("service", flat=True))
     services = dict(document["services"])
     quarantined = {
         name: list(versions) for name, versions in document.get("quarantined", {}).items()
     }
     audits = []
     for name, override in sorted(document["services"].items()):
-        if name in under_way or not _is_leftover(override):
+        if name in busy or not _is_leftover(override):
             continue
         writer = _writer(apps, name, override, document["versions"])
         if writer is None:
