@@ -60,11 +60,9 @@ release = call("post", "/api/v1/releases/", {"service": "user-app", "to_version"
 call("post", f"/api/v1/releases/{release['id']}/start/")
 webhook = Webhook.objects.create(name="chat", url="https://hooks.example.org/x",
                                  secret="hook-secret")
-# Persistent: an ephemeral one is purged 30 s after its last beat, and the upgrades of this
-# database (one per parameter) may take longer than that on a loaded machine.
-EmbeddedInstance.objects.create(service="order-app", ip="127.0.0.1", port=7301,
-                                metadata={"version": "V1"}, last_beat=timezone.now(),
-                                ephemeral=False)
+# Persistent: an ephemeral one is purged 30 s after its last beat, and the upgrade may take longer.
+EmbeddedInstance.objects.create(service="order-app", ip="127.0.0.1", port=7301, ephemeral=False,
+                                metadata={"version": "V1"}, last_beat=timezone.now())
 auditors = Group.objects.create(name="auditors")
 auditors.permissions.add(*Permission.objects.filter(
     content_type__app_label__in=["releases", "rollouts"], codename__startswith="view_"))
