@@ -3,6 +3,7 @@ operator only) and inline errors."""
 
 import pytest
 
+from policy.publishing import load_state
 from releases.models import Release
 
 pytestmark = pytest.mark.django_db
@@ -126,3 +127,21 @@ def test_release_decisions_are_markers_on_the_service_chart(signed_in, fleet):
     page = client.get("/services/user-app/").content.decode()
     assert 'id="release-markers"' in page
     assert f"release {release.id} V2: started (step 1)" in page
+
+
+def test_a_lane_a_release_runs_in_cannot_be_deleted_from_the_pages(signed_in, fleet, api):
+    lane = {"name": "feature-x", "priority": 100, "members": {}}
+    assert api("operator").post("/api/v1/lanes/", lane, format="json").status_code == 201
+    client = signed_in("operator")
+    client.post("/releases/", {**FORM, "lane": "feature-x"})
+    release = Release.objects.get()
+    state = load_state()
+    refused = client.post("/lanes/feature-x/delete/", {"revision": state.revision})
+    assert refused.status_code == 409
+    reason = f"Release {release.pk} of user-app V2 is running in lane feature-x"
+    assert reason in refused.content.decode()
+    # Nor by rolling back to a revision from before the lane.
+    client.post(f"/revisions/{state.revision - 2}/rollback/")
+    page = client.get(f"/revisions/{state.revision - 2}/").content.decode()
+    assert reason in page
+    assert "feature-x" in load_state().document["lanes"]
