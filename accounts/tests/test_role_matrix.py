@@ -74,6 +74,8 @@ PATH_OBJECTS = {
     "gateways": lambda objects: GATEWAY_NAME,
     "releases": lambda objects: objects["release"].pk,
     "release-bundles": lambda objects: objects["bundle"].pk,
+    "lanes": lambda objects: "gray",
+    "quarantine": lambda objects: "V2",
 }
 
 
