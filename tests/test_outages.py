@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateways.tests.conftest import wait_until
 from testing import outage_lab
 from testing.processes import (
     BASE_DIR,
@@ -25,11 +24,15 @@ from testing.processes import (
     RedisServer,
     django_env,
 )
+from testing.waiting import wait_until
 
-pytestmark = pytest.mark.skipif(
-    not (POSTGRES_BIN / "initdb").exists() or not shutil.which("redis-server"),
-    reason="needs PostgreSQL 15's initdb and redis-server (apt: postgresql-15, redis-server)",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (POSTGRES_BIN / "initdb").exists() or not shutil.which("redis-server"),
+        reason="needs PostgreSQL 15's initdb and redis-server (apt: postgresql-15, redis-server)",
+    ),
+]
 
 HEALTHY_WRITES = 60  # before the outage
 OUTAGE_SECONDS = 3.0

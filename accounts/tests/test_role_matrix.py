@@ -74,8 +74,8 @@ PATH_OBJECTS = {
     "gateways": lambda objects: GATEWAY_NAME,
     "releases": lambda objects: objects["release"].pk,
     "release-bundles": lambda objects: objects["bundle"].pk,
-    "lanes": lambda objects: "gray",
-    "quarantine": lambda objects: "V2",
+    "lanes": lambda objects: "gray",  # always there (and never deleted: a 400)
+    "quarantine": lambda objects: "V2",  # of the service above; not quarantined: a 404
 }
 
 
