@@ -1,3 +1,4 @@
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -10,6 +11,9 @@ from policy.models import PolicyState
 from policy.serializers import MAX_PATH
 from routing_engine.lanes import MATCH_FIELDS
 from routing_engine.records import service_name_problem
+
+# A step's percentage as the page takes it ("5", "0.5"); the API's rules judge its value.
+NUMBER = re.compile(r"\d+(\.\d*)?")
 
 
 def _lines(text: str) -> list[str]:
@@ -388,7 +392,7 @@ class _RolloutForm(forms.Form):
     steps = forms.CharField(
         initial="targeted, 5, 25, 50, 100",
         label="Steps",
-        help_text='"targeted" (the policy\'s lists only), then percentages of users',
+        help_text='"targeted" (the lane\'s rules only), then percentages of users (0.01 to 100)',
     )
     interval_s = forms.IntegerField(initial=60, label="Interval (s)")
     min_requests = forms.IntegerField(initial=100, label="Minimum requests per interval")
@@ -407,8 +411,8 @@ class _RolloutForm(forms.Form):
                 continue
             if word.lower() == "targeted":
                 steps.append({"targeted": True})
-            elif word.isdigit():
-                steps.append({"percent": int(word)})
+            elif NUMBER.fullmatch(word):
+                steps.append({"percent": float(word) if "." in word else int(word)})
             else:
                 raise forms.ValidationError(f"{word!r} is neither 'targeted' nor a percentage.")
         return steps
@@ -430,11 +434,12 @@ class _RolloutForm(forms.Form):
 class ReleaseForm(_RolloutForm):
     """A new release."""
 
-    field_order = ["service", "to_version", "from_version"]
+    field_order = ["service", "to_version", "from_version", "lane"]
 
     service = forms.CharField(label="Service")
     to_version = forms.CharField(label="New version (gray)")
     from_version = forms.CharField(required=False, label="From version (empty: prod)")
+    lane = forms.CharField(required=False, initial="gray", label="Lane (empty: gray)")
     start = forms.BooleanField(required=False, initial=True, label="Start now")
 
     def api_body(self) -> dict:
@@ -443,6 +448,7 @@ class ReleaseForm(_RolloutForm):
             "service": data["service"],
             "to_version": data["to_version"],
             "from_version": data["from_version"] or None,
+            **({"lane": data["lane"]} if data["lane"] else {}),
             **self.rollout_body(),
         }
 

@@ -15,6 +15,7 @@ from accounts.decorators import role_required
 from accounts.roles import OPERATOR, VIEWER, has_role
 from gateways.lane_support import LaneCarriage, lane_carriage
 from policy.lanes import (
+    LaneInUse,
     checked_new_lane,
     gray_lane_payload,
     gray_priority_of,
@@ -322,6 +323,9 @@ def lane_delete(request: HttpRequest, name: str) -> HttpResponse:
                     messages.info(request, f"Lane {name} was deleted meanwhile.")
                     return redirect("dashboard:lanes")
                 form, status = PublishForm(initial={"revision": state.revision}), 409
+            except LaneInUse as exc:
+                messages.error(request, str(exc))
+                status = 409
             else:
                 assert result.revision is not None, "deleting a lane always changes something"
                 messages.success(request, f"Published revision {result.revision.number}.")

@@ -18,7 +18,7 @@ from demo.restart import NotRestartable, restart_demo_instance, restartable
 from gateways.models import Gateway
 from gateways.views import BADGES, status_rows
 from policy.documents import policy_of
-from policy.lanes import gray_priority_of
+from policy.lanes import LaneInUse, gray_priority_of
 from policy.models import PolicyState, Revision
 from policy.publishing import PublishResult, load_state
 from policy.services import rollback_to, service_rows, set_service_versions, update_policy
@@ -197,7 +197,11 @@ def revision_detail(request: HttpRequest, n: int) -> HttpResponse:
 @role_required(OPERATOR)
 def rollback(request: HttpRequest, n: int) -> HttpResponse:
     target = get_object_or_404(Revision, number=n)
-    result = rollback_to(target, actor=request.user.username)
+    try:
+        result = rollback_to(target, actor=request.user.username)
+    except LaneInUse as exc:
+        messages.error(request, str(exc))
+        return redirect("dashboard:revision", n=n)
     if result.revision is not None:
         messages.success(
             request,

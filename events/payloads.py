@@ -64,6 +64,7 @@ class ReleaseFields(TypedDict):
     service: str
     from_version: str
     to_version: str
+    lane: str
     state: str
     step: int
     steps: list[dict[str, Any]]

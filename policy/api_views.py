@@ -13,6 +13,7 @@ from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 
 from policy.documents import policy_of
+from policy.lanes import LaneInUse
 from policy.models import PolicyState, Revision
 from policy.publishing import StaleRevision, load_state
 from policy.serializers import (
@@ -174,7 +175,7 @@ class RevisionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             return Revision.objects.order_by("-number").defer("content", "diff")
         return Revision.objects.all()
 
-    @extend_schema(request=RollbackSerializer, responses={201: RevisionDetailSerializer})
+    @extend_schema(request=RollbackSerializer, responses={201: RevisionDetailSerializer, 409: None})
     @action(detail=True, methods=["post"])
     def rollback(self, request: Request, n: str | None = None) -> Response:
         target = get_object_or_404(self.get_queryset(), number=n)
@@ -189,6 +190,8 @@ class RevisionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             )
         except StaleRevision as exc:
             return stale_response(exc.state)
+        except LaneInUse as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         if not result.changed:
             body = {"detail": f"Revision {target.number}'s content is already live."}
             return Response(body, status=status.HTTP_200_OK)
@@ -326,7 +329,7 @@ class LaneDetailView(APIView):
             return stale_response(exc.state)
         return with_etag(Response(lane_row(result.state, name)), result.state)
 
-    @extend_schema(responses={204: None})
+    @extend_schema(responses={204: None, 409: None})
     def delete(self, request: Request, name: str) -> Response:
         try:
             result = delete_lane(
@@ -341,6 +344,8 @@ class LaneDetailView(APIView):
             return policy_error_response(exc)
         except StaleRevision as exc:
             return stale_response(exc.state)
+        except LaneInUse as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return with_etag(Response(status=status.HTTP_204_NO_CONTENT), result.state)
 
 

@@ -12,7 +12,7 @@ The gray lane is the policy itself: its match is the `gray` section, its members
 services' effective gray versions with their own percent and targeted (documents.py).
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from django.utils import timezone
@@ -31,6 +31,23 @@ from routing_engine.lanes import (
 
 # Who changed a lane last: kept in its entry, never sent to gateways.
 STAMPS = ("updated_at", "updated_by")
+
+# Why a lane may not be removed now (or None), asked of each guard before a lane leaves the
+# document. Apps above policy register theirs at start-up (releases/apps.py: a lane an
+# active release routes in); policy cannot import them.
+LANE_REMOVAL_GUARDS: list[Callable[[str], str | None]] = []
+
+
+class LaneInUse(Exception):
+    """A lane that a guard says is in use cannot be removed (409)."""
+
+
+def check_lanes_removable(names: Iterable[str]) -> None:
+    for name in sorted(names):
+        for guard in LANE_REMOVAL_GUARDS:
+            reason = guard(name)
+            if reason:
+                raise LaneInUse(reason)
 
 
 def lanes_of(document: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

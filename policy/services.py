@@ -17,6 +17,7 @@ from policy.documents import (
     with_override,
 )
 from policy.lanes import (
+    check_lanes_removable,
     checked_new_lane,
     gray_lane_payload,
     gray_members,
@@ -97,10 +98,16 @@ def set_service_versions(
 def rollback_to(
     target: Revision, *, actor: str, expected_revision: int | None = None, comment: str = ""
 ) -> PublishResult:
-    """Publish revision `target`'s content as a new revision."""
+    """Publish revision `target`'s content as a new revision. LaneInUse when that would
+    remove a lane still in use."""
     document = json.loads(target.content)
+
+    def change(current: dict[str, Any]) -> dict[str, Any]:
+        check_lanes_removable(set(lanes_of(current)) - set(lanes_of(document)))
+        return document
+
     return publish(
-        lambda _current: document,
+        change,
         actor=actor,
         source="rollback",
         action="revision.rollback",
@@ -242,7 +249,8 @@ def delete_lane(
     expected_revision: int | None = None,
     comment: str = "",
 ) -> PublishResult:
-    """LookupError: no such lane; PolicyError for the gray lane."""
+    """LookupError: no such lane; PolicyError for the gray lane; LaneInUse for a lane still
+    in use (an active release routes in it)."""
 
     def change(document: dict[str, Any]) -> dict[str, Any]:
         if name == GRAY_LANE:
@@ -250,6 +258,7 @@ def delete_lane(
         lanes = lanes_of(document)
         if name not in lanes:
             raise LookupError(name)
+        check_lanes_removable([name])
         del lanes[name]
         return with_lanes(document, lanes, gray_priority_of(document))
 

@@ -7,8 +7,17 @@ from releases.models import Release, ReleaseEvent, Webhook, WebhookDelivery
 
 @admin.register(Release)
 class ReleaseAdmin(ReadOnlyAdmin):
-    list_display = ["id", "service", "from_version", "to_version", "state", "step", "created_at"]
-    list_filter = ["state"]
+    list_display = [
+        "id",
+        "service",
+        "from_version",
+        "to_version",
+        "lane",
+        "state",
+        "step",
+        "created_at",
+    ]
+    list_filter = ["state", "lane"]
 
 
 @admin.register(ReleaseEvent)

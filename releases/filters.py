@@ -8,8 +8,9 @@ from releases.models import Release
 
 class ReleaseFilter(django_filters.FilterSet):
     service = django_filters.CharFilter()
+    lane = django_filters.CharFilter()
     state = django_filters.ChoiceFilter(choices=[(s, s) for s in states.STATES])
 
     class Meta:
         model = Release
-        fields = ["service", "state"]
+        fields = ["service", "lane", "state"]

@@ -5,6 +5,7 @@ from django.db.models import Q
 
 from accounts.secret_fields import EncryptedTextField
 from releases import states
+from routing_engine.lanes import GRAY_LANE
 
 
 class ReleaseBundle(models.Model):
@@ -32,14 +33,18 @@ class ReleaseBundle(models.Model):
 
 
 class Release(models.Model):
-    """One service's progressive release of `to_version` over `from_version` (prod): steps
-    of gray traffic, each advanced by the analysis (releases/analysis.py) or an operator.
-    The routing each step implies is written to the live document (policy.services), a
-    revision per change."""
+    """One service's progressive release of `to_version` over `from_version` (prod) in a
+    lane: steps of gray traffic, each advanced by the analysis (releases/analysis.py) or an
+    operator. Its current step is its service's member entry in its lane, written to the
+    live document (policy.release_routing), a revision per change."""
 
     service = models.CharField(max_length=255)
     from_version = models.CharField(max_length=64)
     to_version = models.CharField(max_length=64)
+    lane = models.CharField(max_length=63, default=GRAY_LANE)
+    # The service's routing in its lane when it started (policy.release_routing.Routing):
+    # what abort, rollback and a failure put back exactly. Null until it starts.
+    routing_before = models.JSONField(null=True, blank=True)
     state = models.CharField(
         max_length=20, choices=[(s, s) for s in states.STATES], default=states.PENDING
     )
@@ -66,10 +71,11 @@ class Release(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
+            # Releases of one service in two lanes may run at once.
             models.UniqueConstraint(
-                fields=["service"],
+                fields=["service", "lane"],
                 condition=Q(state__in=states.ACTIVE),
-                name="releases_one_active_release_per_service",
+                name="releases_one_active_release_per_service_lane",
             )
         ]
 

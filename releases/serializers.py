@@ -6,16 +6,35 @@ from rest_framework.utils.serializer_helpers import ReturnDict
 
 from releases import states
 from releases.models import Release, ReleaseBundle, ReleaseEvent
+from routing_engine.lanes import GRAY_LANE
+from routing_engine.policy import canonical_percent, percent_problem
 
 MAX_STEPS = 20
 
 
+@extend_schema_field({"type": "number", "minimum": 0.01, "maximum": 100, "multipleOf": 0.01})
+class PercentField(serializers.Field):
+    """A step's share of users: a JSON number above 0 and up to 100 with at most two decimals
+    (the engine's rule for every percent, routing_engine.policy), whole values as integers."""
+
+    def to_internal_value(self, data: Any) -> int | float:
+        problem = percent_problem(data)
+        if problem:
+            raise serializers.ValidationError(problem)
+        if data == 0:
+            raise serializers.ValidationError("Must be above 0 (the first step may be targeted).")
+        return canonical_percent(data)
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
 class StepSerializer(serializers.Serializer):
-    """`{"targeted": true}`: the policy's targeted rules only; `{"percent": N}`: also N % of
+    """`{"targeted": true}`: the lane's targeted rules only; `{"percent": N}`: also N % of
     the users, sticky (the targeted rules keep applying)."""
 
     targeted = serializers.BooleanField(required=False)
-    percent = serializers.IntegerField(required=False, min_value=1, max_value=100)
+    percent = PercentField(required=False)
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
@@ -31,7 +50,7 @@ class StepSerializer(serializers.Serializer):
             return {"targeted": True}
         if "percent" in attrs and "targeted" not in attrs:
             return {"percent": attrs["percent"]}
-        raise serializers.ValidationError('Either {"targeted": true} or {"percent": 1..100}.')
+        raise serializers.ValidationError('Either {"targeted": true} or {"percent": 0.01..100}.')
 
 
 class AnalysisSerializer(serializers.Serializer):
@@ -64,6 +83,9 @@ class ReleaseCreateSerializer(serializers.Serializer):
         max_length=64, required=False, allow_null=True, default=None
     )
     to_version = serializers.CharField(max_length=64)
+    lane = serializers.CharField(
+        max_length=63, default=GRAY_LANE, help_text="An existing lane; `gray` is the policy."
+    )
     steps = StepSerializer(many=True)
     analysis = AnalysisSerializer(default=dict)
 
@@ -91,6 +113,7 @@ class ReleaseCreateSerializer(serializers.Serializer):
             "service": data["service"],
             "to_version": data["to_version"],
             "from_version": data.get("from_version"),
+            "lane": data["lane"],
             "steps": data["steps"],
             "analysis_settings": data["analysis"],
         }
@@ -108,6 +131,7 @@ class ReleaseSerializer(serializers.ModelSerializer):
             "service",
             "from_version",
             "to_version",
+            "lane",
             "state",
             "step",
             "steps",

@@ -1,7 +1,7 @@
 """Use cases of releases, shared by the API, the pages and the beat job: create, the
 operator's actions, and the analysis of each interval. Every routing change a release makes
-goes through policy.services.set_service_versions (a revision and an audit entry); every
-action and decision is an event on the release's timeline, published live."""
+goes through policy.release_routing (a revision and an audit entry each); every action and
+decision is an event on the release's timeline, published live."""
 
 import time
 from datetime import timedelta
@@ -16,13 +16,15 @@ from audit import log as audit_log
 from gateways.fronting import analysis_standing
 from metrics.samples import Figures
 from metrics.services import window_figures
+from policy import release_routing
 from policy.documents import effective_versions
+from policy.lanes import lanes_of, quarantined_of
 from policy.publishing import load_state
-from policy.services import set_service_versions
 from registry_sync.models import Service
 from releases import analysis, states
 from releases.models import Release, ReleaseBundle, ReleaseEvent
 from releases.serializers import ReleaseEventSerializer, ReleaseSerializer
+from routing_engine.lanes import GRAY_LANE
 
 # Samples of second t reach the dashboard a second or two later (the gateways report once a
 # second): a window is analysed only once its last second is this old.
@@ -57,21 +59,30 @@ def create_release(
     analysis_settings: dict,
     actor: str,
     source: str,
+    lane: str = GRAY_LANE,
     bundle: ReleaseBundle | None = None,
     position: int = 0,
 ) -> Release:
-    """A pending release; `from_version` defaults to the service's prod version."""
+    """A pending release in `lane` (an existing one); `from_version` defaults to the
+    service's prod version."""
+    errors: dict[str, list[str]] = {}
     if not Service.objects.filter(name=service).exists():
-        raise Invalid({"service": [f"No service named {service!r}."]})
-    prod, _ = effective_versions(load_state().document, service)
+        errors["service"] = [f"No service named {service!r}."]
+    document = load_state().document
+    if lane != GRAY_LANE and lane not in lanes_of(document):
+        errors["lane"] = [f"No lane named {lane!r}."]
+    prod, _ = effective_versions(document, service)
     from_version = from_version or prod
     if from_version == to_version:
-        raise Invalid({"to_version": [f"Must differ from the prod version ({from_version})."]})
+        errors["to_version"] = [f"Must differ from the prod version ({from_version})."]
+    if errors:
+        raise Invalid(errors)
     with transaction.atomic():
         release = Release.objects.create(
             service=service,
             from_version=from_version,
             to_version=to_version,
+            lane=lane,
             steps=steps,
             analysis=analysis_settings,
             created_by=actor,
@@ -81,6 +92,18 @@ def create_release(
         _audit(release, actor, source, "release.create", None, _audit_view(release))
         _event(release, "created", {"steps": steps, "analysis": analysis_settings}, actor)
     return release
+
+
+def lane_in_use(lane: str) -> str | None:
+    """Why `lane` may not be removed from the live document: an active release routes in it
+    (a guard of policy.lanes, registered in releases/apps.py)."""
+    release = Release.objects.filter(lane=lane, state__in=states.ACTIVE).order_by("pk").first()
+    if release is None:
+        return None
+    return (
+        f"Release {release.pk} of {release.service} {release.to_version} is {release.state} "
+        f"in lane {lane}: finish or abort it first."
+    )
 
 
 def act(release_id: int, action: str, *, actor: str, source: str) -> Release:
@@ -100,11 +123,27 @@ def act(release_id: int, action: str, *, actor: str, source: str) -> Release:
 
 
 def _start(release: Release, actor: str, source: str) -> None:
-    gray = load_state().document["gray"]
+    document = load_state().document
+    gray = document["gray"]
     if not (gray["enabled"] and gray["routing"]):
         raise Conflict("Gray routing is off (policy `enabled` and `routing`): turn it on first.")
-    if Release.objects.filter(service=release.service, state__in=states.ACTIVE).exists():
-        raise Conflict(f"Another release of {release.service} is under way.")
+    if release.to_version in quarantined_of(document).get(release.service, []):
+        raise Conflict(
+            f"{release.to_version} of {release.service} is quarantined (a release of it was "
+            "rolled back): lift the quarantine first."
+        )
+    under_way = f"Another release of {release.service} in lane {release.lane} is under way."
+    active = Release.objects.filter(service=release.service, state__in=states.ACTIVE)
+    if active.filter(lane=release.lane).exists():
+        raise Conflict(under_way)
+    # Releases of one service in other lanes share its prod version: this one may not change it.
+    other = active.exclude(from_version=release.from_version).first()
+    if other is not None:
+        raise Conflict(
+            f"Release {other.pk} of {release.service} (lane {other.lane}) runs over prod "
+            f"{other.from_version}; this one's from_version {release.from_version} would "
+            "change it."
+        )
     release.state = states.RUNNING
     release.step = 0
     release.failures = 0
@@ -114,8 +153,9 @@ def _start(release: Release, actor: str, source: str) -> None:
         with transaction.atomic():
             release.save()
     except IntegrityError:
-        raise Conflict(f"Another release of {release.service} is under way.") from None
-    _route_step(release, actor, source)
+        raise Conflict(under_way) from None
+    release.routing_before = _route_step(release, actor)
+    release.save(update_fields=["routing_before"])
     _event(release, "started", {"routing": release.step_label()}, actor)
 
 
@@ -145,17 +185,18 @@ def _promote(
         release.state = states.RUNNING
         _new_step_clock(release, window_start)
         release.save()
-        _route_step(release, actor, source)
+        _route_step(release, actor)
         _event(release, "advanced", {**(detail or {}), "routing": release.step_label()}, actor)
         return
     release.state = states.PROMOTED
     release.save()
-    _route(
-        release,
-        {"prod_version": release.to_version, "gray_version": release.from_version},
-        actor,
-        source,
-        f"{release.to_version} is prod",
+    release_routing.promote(
+        release.service,
+        release.lane,
+        _routing_before(release),
+        to_version=release.to_version,
+        actor=actor,
+        comment=_comment(release, f"{release.to_version} is prod"),
     )
     _event(release, "promoted", {**(detail or {}), "prod_version": release.to_version}, actor)
 
@@ -163,17 +204,25 @@ def _promote(
 def _finish_back_to_prod(
     release: Release, state: str, kind: str, actor: str, source: str, detail: dict
 ) -> None:
+    """The routing as it was before the release started; after a rollback its version is
+    quarantined as well (no traffic at all until an operator lifts it)."""
     was_active = release.state in states.ACTIVE
     release.state = state
     release.save()
+    quarantine = release.to_version if state == states.ROLLED_BACK and was_active else None
     if was_active:
-        _route(
-            release,
-            {"prod_version": release.from_version, "gray_version": release.to_version},
-            actor,
-            source,
-            f"{kind}: every request to {release.from_version}",
+        what = f"{kind}: routing as before the release"
+        release_routing.restore(
+            release.service,
+            release.lane,
+            _routing_before(release),
+            from_version=release.from_version,
+            quarantine=quarantine,
+            actor=actor,
+            comment=_comment(release, what + (f", {quarantine} quarantined" if quarantine else "")),
         )
+    if quarantine:
+        detail = {**detail, "quarantined": quarantine}
     _event(release, kind, {**detail, "prod_version": release.from_version}, actor)
 
 
@@ -202,33 +251,35 @@ def _new_step_clock(release: Release, window_start: int | None = None) -> None:
     release.analysed_until = int(time.time()) if window_start is None else window_start
 
 
-def _route_step(release: Release, actor: str, source: str) -> None:
+def _route_step(release: Release, actor: str) -> release_routing.Routing:
+    """The current step as the service's member entry in the release's lane; answers the
+    routing found before it."""
     step = release.steps[release.step]
-    _route(
-        release,
-        {
-            "prod_version": release.from_version,
-            "gray_version": release.to_version,
-            "percent": 0 if step.get("targeted") else step["percent"],
-            "targeted": True,
-        },
-        actor,
-        source,
-        f"step {release.step + 1} of {len(release.steps)}: {release.step_label()}",
-    )
+    what = f"step {release.step + 1} of {len(release.steps)}: {release.step_label()}"
+    try:
+        return release_routing.route_step(
+            release.service,
+            release.lane,
+            from_version=release.from_version,
+            to_version=release.to_version,
+            percent=0 if step.get("targeted") else step["percent"],
+            actor=actor,
+            comment=_comment(release, what),
+        )
+    except LookupError:
+        raise Conflict(f"Lane {release.lane} does not exist any more.") from None
 
 
-def _route(release: Release, changes: dict, actor: str, source: str, what: str) -> None:
-    """Back to all-prod and promotion both end with `targeted` false and percent 0: nobody
-    reaches the service's gray version until the next release."""
-    changes = {"percent": 0, "targeted": False, **changes}
-    set_service_versions(
-        release.service,
-        changes,
-        actor=actor,
-        source="release",
-        comment=f"Release {release.pk} of {release.service} {release.to_version}: {what}.",
-    )
+def _routing_before(release: Release) -> release_routing.Routing:
+    """What the release found when it started: set by its start (for a release under way
+    before releases had it, by the data migration releases.0007)."""
+    assert release.routing_before is not None, f"release {release.pk} has no routing_before"
+    return cast(release_routing.Routing, release.routing_before)
+
+
+def _comment(release: Release, what: str) -> str:
+    """A routing revision's comment."""
+    return f"Release {release.pk} of {release.service} {release.to_version}: {what}."
 
 
 def _audit_view(release: Release) -> dict:

@@ -10,7 +10,8 @@ ABORTED = "aborted"
 FAILED = "failed"
 
 STATES = [PENDING, RUNNING, PAUSED, INSUFFICIENT_DATA, PROMOTED, ROLLED_BACK, ABORTED, FAILED]
-# States in which the release owns its service's routing: at most one per service.
+# States in which the release owns its service's routing in its lane: at most one per
+# service and lane.
 ACTIVE = (RUNNING, PAUSED, INSUFFICIENT_DATA)
 FINISHED = (PROMOTED, ROLLED_BACK, ABORTED, FAILED)
 # States the analysis works in (paused: the operator holds it).

@@ -114,7 +114,9 @@ entry = LogEntry.objects.get()
 print(json.dumps({
     "revisions": [(r["revision"], r["source"]) for r in revisions],
     "published": (published.status_code, published.json().get("revision")),
-    "release": [get(f"/api/v1/releases/{release}/")[key] for key in ("service", "state", "step")],
+    "release": [get(f"/api/v1/releases/{release}/")[key]
+                for key in ("service", "lane", "state", "step")],
+    "routing_before": Release.objects.get(pk=release).routing_before,
     "events": [e["kind"] for e in get(f"/api/v1/releases/{release}/events/")["results"]],
     "audit": sorted({e["action"] for e in get("/api/v1/audit/?page_size=100")["results"]}),
     "webhook_secret": Webhook.objects.get(name="chat").secret,
@@ -238,7 +240,9 @@ def test_migrate_upgrades_the_previous_layout_and_everything_reads_back(upgraded
     # The policy's revisions, the release's own among them, and a new one after the upgrade.
     assert upgraded["revisions"] == [[3, "release"], [2, "api"], [1, "api"]]
     assert upgraded["published"] == [200, 4]
-    assert upgraded["release"] == ["user-app", "running", 0]
+    # The running release is in the gray lane, with the routing it found (releases.0007).
+    assert upgraded["release"] == ["user-app", "gray", "running", 0]
+    assert upgraded["routing_before"] == {"prod": None, "member": {}}
     assert upgraded["events"] == ["started", "created"]
     assert {"policy.update", "release.create", "release.start"} <= set(upgraded["audit"])
     assert upgraded["webhook_secret"] == "hook-secret"

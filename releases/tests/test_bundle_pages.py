@@ -108,7 +108,7 @@ def test_a_refused_action_changes_no_release(signed_in, fleet):
         ({"bundle-releases": "order-app\nuser-app V2"}, "is not &#x27;service new-version"),
         ({"bundle-releases": "order-app V1\nuser-app V2"}, "Must differ from the prod version"),
         ({"bundle-steps": "targeted, 50, 5"}, "Percentages must grow"),
-        ({"bundle-steps": "20, 500"}, "step 2: percent: Ensure this value is less than"),
+        ({"bundle-steps": "20, 500"}, "step 2: percent: Must be between 0 and 100, got 500."),
         ({"bundle-interval_s": "2"}, "greater than or equal to 5"),
         ({"bundle-name": ""}, "This field is required"),
     ],

@@ -27,6 +27,10 @@ def routing(service):
     return doc["prod"], doc.get("percent"), doc.get("targeted")
 
 
+def quarantined(service):
+    return build_document(1)["services"][service].get("quarantined", [])
+
+
 @pytest.fixture
 def bundle(api, fleet):
     client = api("operator", "olga")
@@ -55,7 +59,9 @@ def test_actions_apply_to_every_release_together(bundle):
     assert routing("order-app")[1] == 20 and routing("user-app")[1] == 20
     back = act(client, bundle_id, "rollback").json()
     assert back["state"] == "rolled_back"
-    assert routing("order-app") == ("V1", 0, False) and routing("user-app") == ("V1", 0, False)
+    # Routing as before the bundle (no override of their own), and V2 quarantined for both.
+    assert routing("order-app") == routing("user-app") == ("V1", None, None)
+    assert quarantined("order-app") == quarantined("user-app") == ["V2"]
     assert act(client, bundle_id, "start").status_code == 409
 
 
@@ -109,4 +115,5 @@ def test_the_bundle_advances_when_all_are_healthy_and_falls_back_together(bundle
     assert states == {"order-app": "rolled_back", "user-app": "rolled_back"}
     reason = Release.objects.get(service="order-app").events.first().detail["reason"]
     assert reason == "user-app of the same bundle was rolled back"
-    assert routing("order-app") == ("V1", 0, False)
+    assert routing("order-app") == ("V1", None, None)
+    assert quarantined("order-app") == ["V2"]

@@ -63,8 +63,11 @@ def test_rolled_back_after_more_bad_intervals_than_tolerated(release, record):
     assert decisive.detail["since_start"]["gray"]["error_rate"] == 20.0
     test = decisive.detail["test"]
     assert test["likelihood_ratio"] >= test["rollback_ratio"] or test["p_value"] <= test["alpha"]
+    # Routing as before the release, and V2 quarantined: none of its instances is sent.
     doc = build_document(1)["services"]["user-app"]
-    assert (doc["prod"], doc["percent"], doc["targeted"]) == ("V1", 0, False)
+    assert (doc["prod"], doc.get("percent"), doc.get("targeted")) == ("V1", None, None)
+    assert doc["quarantined"] == ["V2"]
+    assert {instance["version"] for instance in doc["instances"]} == {"V1"}
 
 
 def test_a_paused_release_is_not_analysed(release, record):
@@ -81,8 +84,9 @@ def test_the_progress_deadline_fails_the_release_and_routes_to_prod(release, rec
     assert current.state == "failed"
     assert current.events.first().kind == "failed"
     assert "600 s" in current.events.first().detail["reason"]
+    # Routing as before the release; a failure quarantines nothing.
     doc = build_document(1)["services"]["user-app"]
-    assert (doc["prod"], doc["targeted"]) == ("V1", False)
+    assert (doc["prod"], doc.get("targeted"), doc.get("quarantined")) == ("V1", None, None)
 
 
 def test_the_beat_job_is_scheduled():

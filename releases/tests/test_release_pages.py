@@ -3,6 +3,7 @@ operator only) and inline errors."""
 
 import pytest
 
+from policy.publishing import load_state
 from releases.models import Release
 
 pytestmark = pytest.mark.django_db
@@ -59,12 +60,36 @@ def test_start_a_release_from_the_form_and_follow_it(signed_in, fleet):
     )
 
 
+def test_a_release_in_a_lane_with_fractional_steps_shows_its_lane(signed_in, fleet, api):
+    lane = {"name": "feature-x", "priority": 100, "members": {}}
+    assert api("operator").post("/api/v1/lanes/", lane, format="json").status_code == 201
+    client = signed_in("operator")
+    client.post("/releases/", {**FORM, "lane": "feature-x", "steps": "0.5, 2.25, 100"})
+    release = Release.objects.get()
+    assert (release.lane, release.state) == ("feature-x", "running")
+    assert release.steps == [{"percent": 0.5}, {"percent": 2.25}, {"percent": 100}]
+    page = client.get(f"/releases/{release.pk}/").content.decode()
+    assert "In lane <strong>feature-x</strong>" in page
+    assert 'aria-current="step">0.5 %</li>' in page
+    listing = client.get("/releases/?lane=feature-x").content.decode()
+    assert f'href="/releases/{release.pk}/"' in listing
+    assert '<td class="release-lane">feature-x</td>' in listing
+    assert (
+        f'href="/releases/{release.pk}/"' not in client.get("/releases/?lane=gray").content.decode()
+    )
+    client.post(f"/releases/{release.pk}/rollback/")
+    page = client.get(f"/releases/{release.pk}/").content.decode()
+    assert "was quarantined for user-app" in page
+
+
 @pytest.mark.parametrize(
     "changes, message",
     [
+        ({"lane": "nope"}, "No lane named &#x27;nope&#x27;."),
+        ({"steps": "0.125, 5"}, "step 1: percent: At most two decimals"),
         ({"steps": "targeted, 50, 5"}, "Percentages must grow"),
         ({"steps": "targeted, lots"}, "neither"),
-        ({"steps": "5, 500"}, "step 2: percent: Ensure this value is less than or equal to 100."),
+        ({"steps": "5, 500"}, "step 2: percent: Must be between 0 and 100, got 500."),
         ({"interval_s": "2"}, "greater than or equal to 5"),
         ({"service": "ghost"}, "No service named"),
     ],
@@ -102,3 +127,21 @@ def test_release_decisions_are_markers_on_the_service_chart(signed_in, fleet):
     page = client.get("/services/user-app/").content.decode()
     assert 'id="release-markers"' in page
     assert f"release {release.id} V2: started (step 1)" in page
+
+
+def test_a_lane_a_release_runs_in_cannot_be_deleted_from_the_pages(signed_in, fleet, api):
+    lane = {"name": "feature-x", "priority": 100, "members": {}}
+    assert api("operator").post("/api/v1/lanes/", lane, format="json").status_code == 201
+    client = signed_in("operator")
+    client.post("/releases/", {**FORM, "lane": "feature-x"})
+    release = Release.objects.get()
+    state = load_state()
+    refused = client.post("/lanes/feature-x/delete/", {"revision": state.revision})
+    assert refused.status_code == 409
+    reason = f"Release {release.pk} of user-app V2 is running in lane feature-x"
+    assert reason in refused.content.decode()
+    # Nor by rolling back to a revision from before the lane.
+    client.post(f"/revisions/{state.revision - 2}/rollback/")
+    page = client.get(f"/revisions/{state.revision - 2}/").content.decode()
+    assert reason in page
+    assert "feature-x" in load_state().document["lanes"]

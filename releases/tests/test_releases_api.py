@@ -113,7 +113,8 @@ def test_the_state_machine_and_its_routing_revisions(api, fleet):
     assert routing()["percent"] == 100
     final = client.post(f"{url}/promote/").json()
     assert final["state"] == "promoted"
-    assert (routing()["prod"], routing()["percent"], routing()["targeted"]) == ("V2", 0, False)
+    # V2 is prod; the service's gray routing is what it was before (none of its own).
+    assert routing() | {"instances": []} == {"prod": "V2", "gray": "V2", "instances": []}
     services = client.get("/api/v1/services/user-app/").json()
     assert services["prod_version"] == "V2"
     for action in ("start", "pause", "resume", "promote", "rollback", "abort"):
@@ -141,8 +142,10 @@ def test_rollback_sends_every_request_of_the_service_to_prod(api, fleet):
     client.post(f"{url}/start/")
     client.post(f"{url}/promote/")
     assert client.post(f"{url}/rollback/").json()["state"] == "rolled_back"
+    # Routing as before the release, and V2 quarantined: no request reaches it.
     doc = routing()
-    assert (doc["prod"], doc["percent"], doc["targeted"]) == ("V1", 0, False)
+    assert (doc["prod"], doc.get("percent"), doc.get("targeted")) == ("V1", None, None)
+    assert doc["quarantined"] == ["V2"]
     for user in ("1001", "7", "8"):
         sim = client.post("/api/v1/simulate/", {"service": "user-app", "user": user}, format="json")
         assert sim.json()["version"] == "V1"
