@@ -6,6 +6,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from metrics.samples import Sample
+from routing_engine.lanes import lane_name_problem
 
 # A gateway's clock may run a little ahead of ours; more than this is a wrong clock.
 MAX_FUTURE_SECONDS = 60
@@ -37,6 +38,15 @@ class SampleSerializer(StrictSerializer):
     latency_ms_p95 = serializers.FloatField(
         min_value=0, max_value=MAX_LATENCY_MS, allow_null=True, required=False, default=None
     )
+    lane = serializers.CharField(
+        allow_null=True,
+        required=False,
+        default=None,
+        trim_whitespace=False,
+        help_text="The lane of the GRAY requests counted (`gray` for the gray lane); absent "
+        "or null for PROD and ALL requests. One sample per (service, version, lane) and ts. "
+        "A lane the live document does not have (deleted since) is counted without it.",
+    )
 
     def validate_ts(self, value: int) -> int:
         now = time.time()
@@ -53,6 +63,12 @@ class SampleSerializer(StrictSerializer):
     def validate_latency_ms_p95(self, value: float | None) -> float | None:
         if value is not None and not math.isfinite(value):
             raise serializers.ValidationError("Must be a finite number.")
+        return value
+
+    def validate_lane(self, value: str | None) -> str | None:
+        problem = None if value is None else lane_name_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -77,10 +93,11 @@ class IngestSerializer(StrictSerializer):
             )
         seen = set()
         for sample in value:
-            key = (sample["service"], sample["version"], sample["ts"])
+            key = (sample["service"], sample["version"], sample["lane"], sample["ts"])
             if key in seen:
+                lane = "no lane" if key[2] is None else f"lane {key[2]!r}"
                 raise serializers.ValidationError(
-                    f"Two samples for service {key[0]!r}, version {key[1]!r}, ts {key[2]}."
+                    f"Two samples for service {key[0]!r}, version {key[1]!r}, {lane}, ts {key[3]}."
                 )
             seen.add(key)
         return value
@@ -94,6 +111,7 @@ class IngestSerializer(StrictSerializer):
                 total=s["total"],
                 errors=s["errors"],
                 latency_ms_p95=s["latency_ms_p95"],
+                lane=s["lane"],
             )
             for s in self.validated_data["samples"]
         ]
