@@ -35,7 +35,9 @@ class PolicyForm(forms.Form):
     users = forms.CharField(required=False, widget=forms.Textarea, label="Users")
     user_header = forms.CharField(label="User header")
     city_header = forms.CharField(label="City header")
-    percent = forms.IntegerField(min_value=0, max_value=100, label="Percent of users")
+    percent = forms.DecimalField(
+        min_value=0, max_value=100, decimal_places=2, label="Percent of users"
+    )
     prod_version = forms.CharField(label="Prod version")
     gray_version = forms.CharField(label="Gray version")
     comment = forms.CharField(required=False, max_length=500, label="Comment")
@@ -73,7 +75,7 @@ class PolicyForm(forms.Form):
             "users": _lines(data["users"]),
             "user_header": data["user_header"],
             "city_header": data["city_header"],
-            "percent": data["percent"],
+            "percent": float(data["percent"]),
             "versions": {"prod": data["prod_version"], "gray": data["gray_version"]},
         }
 

@@ -41,7 +41,7 @@ class Pool:
 class ServiceRoute:
     service: str
     pools: dict[str, str | None]  # flag -> pool name; None: nothing routable (503)
-    percent: int  # sticky share of users in gray for this service
+    percent: int | float  # sticky share of users in gray for this service (0.01 % steps)
     salted: bool  # the percent is hashed with the service name (its own release)
     targeted: bool  # the header, IP, city and user rules apply to this service
 
@@ -148,10 +148,10 @@ def compile_document(
     )
 
 
-def _service_routing(override: dict, policy: dict) -> tuple[int, bool, bool]:
+def _service_routing(override: dict, policy: dict) -> tuple[int | float, bool, bool]:
     """(percent, salted, targeted) of a service: its own `percent` (hashed with its name)
     and `targeted` when its override carries them, as routing_engine's GrayMatcher does."""
     own, targeted = service_routing(override)
     if own is None:
-        return int(policy["percent"]), False, targeted
+        return policy["percent"], False, targeted
     return own, True, targeted

@@ -124,3 +124,26 @@ def test_a_nacos_endpoint_at_a_metadata_address_is_never_published_to(celery_wor
         what="a failed attempt",
     )
     assert "169.254.169.254 is a cloud metadata address: refused" in failed.last_error
+
+
+def test_a_nacos_gateway_runs_the_gray_lane_and_says_what_it_cannot_carry(
+    celery_worker, nacos, nacos_gateway
+):
+    from policy.services import create_lane, quarantine_version
+    from registry_sync.models import Service
+
+    Service.objects.create(name="user-app")
+    create_lane("feature-x", {"priority": 100, "members": {"user-app": "V3"}}, actor="a",
+                source="api")  # fmt: skip
+    quarantine_version("user-app", "V2", actor="a", source="api")
+    number = generation.bump("test")
+    gateway = wait_until(
+        lambda: Gateway.objects.filter(pk=nacos_gateway.pk, acked_generation=number).first(),
+        what="the read-back confirmation",
+    )
+    assert gateway.status_at(number, gateway.last_attempt_at) == "in_sync"
+    records = {entry["record"]: entry["reason"] for entry in gateway.skipped}
+    assert set(records) == {"lanes[feature-x]", "services.user-app.quarantined"}
+    assert "gray lane only" in records["lanes[feature-x]"]
+    stored = yaml.safe_load(nacos.config("gateway-app.yaml", "DEFAULT_GROUP", "dev"))
+    assert "lanes" not in stored["kerwin"]["tool"]["gray"]
