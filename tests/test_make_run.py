@@ -23,8 +23,10 @@ PORT_VARIABLES = (
     "USER_APP_V1_PORT",
     "USER_APP_V1B_PORT",
     "USER_APP_V2_PORT",
+    "USER_APP_V3_PORT",
     "ORDER_APP_V1_PORT",
     "ORDER_APP_V2_PORT",
+    "ORDER_APP_V3_PORT",
 )
 READY_TIMEOUT_S = 90.0
 
@@ -193,7 +195,7 @@ def test_make_run_serves_the_scenarios_and_ctrl_c_stops_everything(tmp_path):
             assert time.monotonic() < deadline, "no background traffic through the gateway"
             time.sleep(0.2)
         started = descendants(popen.pid)
-        assert len(started) >= 8  # dashboard, 5 instances, gateway, traffic (+ make's shell)
+        assert len(started) >= 10  # dashboard, 7 instances, gateway, traffic (+ make's shell)
         # `kill` on one prod user-app's PID, as an operator would, under load through the
         # gateway: no request fails (the service SDK's lifecycle), and the fleet starts it again.
         victim = instance_pid(env["USER_APP_V1_PORT"])
@@ -216,7 +218,7 @@ def test_make_run_serves_the_scenarios_and_ctrl_c_stops_everything(tmp_path):
     stop(popen, signal.SIGINT, group=True)  # what a terminal does on Ctrl-C
     left = sorted(pid for pid in started if alive(pid))
     assert left == [], log_tail(tmp_path)
-    assert "stopped 8 processes" in log_tail(tmp_path)
+    assert "stopped 10 processes" in log_tail(tmp_path)
 
 
 def test_demo_false_serves_the_dashboard_alone_and_sigterm_stops_it(tmp_path):
