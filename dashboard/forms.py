@@ -1,65 +1,121 @@
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from django import forms
+from django.forms import formset_factory
 from rest_framework.settings import api_settings
 
 from policy.documents import policy_of
 from policy.models import PolicyState
-
-# Where an error of the policy engine shows up in the form.
-ENGINE_FIELD_TO_FORM = {
-    "header": "header_name",
-    "header.name": "header_name",
-    "header.value": "header_value",
-    "versions": "gray_version",
-    "versions.prod": "prod_version",
-    "versions.gray": "gray_version",
-}
+from policy.serializers import MAX_PATH
+from routing_engine.lanes import MATCH_FIELDS
+from routing_engine.records import service_name_problem
 
 
 def _lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-class PolicyForm(forms.Form):
-    """The gray policy, one list entry per line. Validation is the engine's, so the form
-    and the API accept and reject exactly the same documents."""
+class PercentField(forms.FloatField):
+    """A share of users: 0 to 100 in steps of 0.01 % (one bucket of users,
+    docs/gateway-protocol.md). The engine refuses a third decimal with its own message, as the
+    API does."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(min_value=0, max_value=100, **kwargs)
+
+    def widget_attrs(self, widget: forms.Widget) -> dict[str, Any]:
+        return {**super().widget_attrs(widget), "step": "0.01"}
+
+
+class PublishForm(forms.Form):
+    """What every editor of the live document has (dashboard/editing.py): the revision the
+    page was loaded at, sent as If-Match when publishing, and the revision's comment.
+    Validation is the engine's, so the forms and the API accept and reject the same input;
+    `ENGINE_FIELDS` says on which field an error the engine names shows up."""
+
+    ENGINE_FIELDS: ClassVar[dict[str, str]] = {}
 
     revision = forms.IntegerField(widget=forms.HiddenInput)
-    enabled = forms.BooleanField(required=False, label="Gray routing at the gateway")
-    routing = forms.BooleanField(required=False, label="Version-aware load balancing")
+    comment = forms.CharField(required=False, max_length=500, label="Comment")
+
+    @classmethod
+    def post_data(cls, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """What a browser posts for a form showing `fields` (an unchecked box is left out)."""
+        return {key: value for key, value in fields.items() if value is not False}
+
+    def add_engine_errors(self, errors: Mapping[str, list[str]]) -> None:
+        for key, messages in errors.items():
+            field = self.ENGINE_FIELDS.get(key, key)
+            for message in messages:
+                self.add_error(field if field in self.fields else None, message)
+
+
+class RulesForm(PublishForm):
+    """The match rules the gray policy and every lane have, one list entry per line."""
+
+    ENGINE_FIELDS = {"header": "header_name", "header.name": "header_name",
+                     "header.value": "header_value"}  # fmt: skip
+
     header_name = forms.CharField(required=False, label="Header name")
     header_value = forms.CharField(required=False, label="Header value")
     ips = forms.CharField(required=False, widget=forms.Textarea, label="IPs and CIDRs")
     cities = forms.CharField(required=False, widget=forms.Textarea, label="Cities")
     users = forms.CharField(required=False, widget=forms.Textarea, label="Users")
+    percent = PercentField(label="Percent of users")
+
+    @staticmethod
+    def rule_fields(rules: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "header_name": rules["header"]["name"],
+            "header_value": rules["header"]["value"],
+            "ips": "\n".join(rules["ips"]),
+            "cities": "\n".join(rules["cities"]),
+            "users": "\n".join(rules["users"]),
+            "percent": rules["percent"],
+        }
+
+    def rules_data(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {
+            "header": {"name": data["header_name"], "value": data["header_value"]},
+            "ips": _lines(data["ips"]),
+            "cities": _lines(data["cities"]),
+            "users": _lines(data["users"]),
+            "percent": data["percent"],
+        }
+
+
+class PolicyForm(RulesForm):
+    """The gray policy."""
+
+    ENGINE_FIELDS = {
+        **RulesForm.ENGINE_FIELDS,
+        "versions": "gray_version",
+        "versions.prod": "prod_version",
+        "versions.gray": "gray_version",
+    }
+
+    enabled = forms.BooleanField(required=False, label="Gray routing at the gateway")
+    routing = forms.BooleanField(required=False, label="Version-aware load balancing")
     user_header = forms.CharField(label="User header")
     city_header = forms.CharField(label="City header")
-    percent = forms.DecimalField(
-        min_value=0, max_value=100, decimal_places=2, label="Percent of users"
-    )
     prod_version = forms.CharField(label="Prod version")
     gray_version = forms.CharField(label="Gray version")
-    comment = forms.CharField(required=False, max_length=500, label="Comment")
 
     @classmethod
     def initial_from(cls, state: PolicyState) -> dict[str, Any]:
         return cls.fields_from_policy(policy_of(state.document), state.revision)
 
-    @staticmethod
-    def fields_from_policy(policy: dict, revision: int) -> dict:
+    @classmethod
+    def fields_from_policy(cls, policy: dict, revision: int) -> dict:
         return {
             "revision": revision,
             "enabled": policy["enabled"],
             "routing": policy["routing"],
-            "header_name": policy["header"]["name"],
-            "header_value": policy["header"]["value"],
-            "ips": "\n".join(policy["ips"]),
-            "cities": "\n".join(policy["cities"]),
-            "users": "\n".join(policy["users"]),
+            **cls.rule_fields(policy),
             "user_header": policy["user_header"],
             "city_header": policy["city_header"],
-            "percent": policy["percent"],
             "prod_version": policy["versions"]["prod"],
             "gray_version": policy["versions"]["gray"],
         }
@@ -69,21 +125,11 @@ class PolicyForm(forms.Form):
         return {
             "enabled": data["enabled"],
             "routing": data["routing"],
-            "header": {"name": data["header_name"], "value": data["header_value"]},
-            "ips": _lines(data["ips"]),
-            "cities": _lines(data["cities"]),
-            "users": _lines(data["users"]),
+            **self.rules_data(),
             "user_header": data["user_header"],
             "city_header": data["city_header"],
-            "percent": float(data["percent"]),
             "versions": {"prod": data["prod_version"], "gray": data["gray_version"]},
         }
-
-    def add_engine_errors(self, errors: dict[str, list[str]]) -> None:
-        for key, messages in errors.items():
-            field = ENGINE_FIELD_TO_FORM.get(key, key)
-            for message in messages:
-                self.add_error(field if field in self.fields else None, message)
 
 
 class ServiceVersionsForm(forms.Form):
@@ -99,12 +145,210 @@ class ServiceVersionsForm(forms.Form):
 
 
 class SimulateForm(forms.Form):
-    service = forms.CharField(required=False)
+    path = forms.CharField(
+        required=False,
+        label="Service path",
+        help_text="The service a request enters at, and those it then calls in turn, "
+        "e.g. user-app, order-app",
+    )
     header_name = forms.CharField(required=False, label="Header")
     header_value = forms.CharField(required=False, label="Value")
     ip = forms.GenericIPAddressField(required=False, label="Client IP")
     city = forms.CharField(required=False)
     user = forms.CharField(required=False)
+
+    def clean_path(self) -> list[str]:
+        # Names as the registries gave them: one stored before names were checked (a "/" in
+        # it, say) is still simulated, as the API does.
+        path = [name.strip() for name in self.cleaned_data["path"].split(",") if name.strip()]
+        if len(path) > MAX_PATH:
+            raise forms.ValidationError(f"At most {MAX_PATH} services.")
+        return path
+
+
+# The datalist of service names the lane editor's member rows pick from, and the one of every
+# version, for a row whose service is not chosen (or not known) yet.
+SERVICES_LIST = "lane-services"
+ALL_VERSIONS_LIST = "lane-versions"
+
+
+class MemberForm(forms.Form):
+    """One member of a lane: a service and its version in the lane. A row left empty is no
+    member; percent and targeted as in the API (docs/api.md, "Lanes")."""
+
+    service = forms.CharField(
+        required=False, label="Service", widget=forms.TextInput(attrs={"list": SERVICES_LIST})
+    )
+    version = forms.CharField(
+        required=False, label="Version", widget=forms.TextInput(attrs={"list": ALL_VERSIONS_LIST})
+    )
+    percent = PercentField(
+        required=False,
+        initial=0,
+        label="Percent entering here",
+        help_text="Users entering at this service put in the lane besides its rules",
+    )
+    targeted = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="The lane's rules apply here",
+        help_text="Off: requests entering at this service join by the percent only",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        service, version = data.get("service", ""), data.get("version", "")
+        if service and not version:
+            self.add_error("version", "Choose the version of this service in the lane.")
+        elif version and not service:
+            self.add_error("service", "Choose the service this version is of.")
+        if service and (problem := service_name_problem(service)):
+            self.add_error("service", f"{problem}.")
+        return data
+
+
+class BaseMemberFormSet(forms.BaseFormSet):
+    def add_fields(self, form: forms.Form, index: int | None) -> None:
+        super().add_fields(form, index)
+        if "DELETE" in form.fields:
+            form.fields["DELETE"].label = "Remove from the lane"
+
+    def clean(self) -> None:
+        seen: set[str] = set()
+        for row in self.forms:
+            service = row.cleaned_data.get("service")
+            if not service or row.cleaned_data.get("DELETE"):
+                continue
+            if service in seen:
+                row.add_error("service", f"{service} is listed twice.")
+            seen.add(service)
+
+
+# Three empty rows for new members under the lane's own: a preview adds three more.
+MemberFormSet = formset_factory(MemberForm, formset=BaseMemberFormSet, extra=3, can_delete=True)
+
+
+class LaneForm(RulesForm):
+    """A lane other than gray, with its members as rows (`members`, a formset). What the
+    engine says of the lane shows up on the field, or the member row, it is about."""
+
+    ENGINE_FIELDS = {f"match.{key}": field for key, field in RulesForm.ENGINE_FIELDS.items()}
+    ENGINE_FIELDS |= {f"match.{key}": key for key in MATCH_FIELDS if key != "header"}
+
+    priority = forms.IntegerField(
+        label="Priority",
+        help_text="Lanes are tried in ascending priority, then name: the first whose rules "
+        "match takes the request",
+    )
+    enabled = forms.BooleanField(
+        required=False, label="Enabled", help_text="Off: the lane is not tried"
+    )
+
+    def __init__(
+        self,
+        data: Mapping[str, Any] | None = None,
+        *,
+        initial: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(data, initial=initial)
+        members = (initial or {}).get("members") if data is None else None
+        self.members = MemberFormSet(data, initial=members, prefix="members")
+
+    @classmethod
+    def fields_from_lane(cls, lane: Mapping[str, Any], revision: int) -> dict[str, Any]:
+        """The form's fields showing `lane` (the engine's form of it); `members` a list."""
+        return {
+            "revision": revision,
+            "priority": lane["priority"],
+            "enabled": lane["enabled"],
+            **cls.rule_fields(lane["match"]),
+            "members": [{"service": service, **member}
+                        for service, member in lane["members"].items()],
+        }  # fmt: skip
+
+    @classmethod
+    def post_data(cls, fields: Mapping[str, Any]) -> dict[str, Any]:
+        members = fields.get("members", [])
+        data = super().post_data({k: v for k, v in fields.items() if k != "members"})
+        blank = {"service": "", "version": "", "percent": 0, "targeted": True}
+        rows = [*members, *[blank] * MemberFormSet.extra]
+        for index, row in enumerate(rows):
+            for key, value in super().post_data(row).items():
+                data[f"members-{index}-{key}"] = value
+        data |= {"members-TOTAL_FORMS": len(rows), "members-INITIAL_FORMS": len(members)}
+        return data
+
+    def is_valid(self) -> bool:
+        members_valid = self.members.is_valid()
+        return super().is_valid() and members_valid
+
+    def use_pickers(self, version_lists: Mapping[str, str]) -> None:
+        """Point each member row's version at the datalist of its service's versions
+        (`version_lists`: service -> datalist id); static/js/lanes.js follows the service
+        as it is changed."""
+        for row in self.members:
+            service = row["service"].value()
+            version = row.fields["version"].widget
+            version.attrs["list"] = version_lists.get(service or "", ALL_VERSIONS_LIST)
+            row.fields["service"].widget.attrs["data-version-input"] = row["version"].id_for_label
+
+    def members_data(self) -> dict[str, dict[str, Any]]:
+        members = {}
+        for row in self.members:
+            data = row.cleaned_data
+            if data.get("service") and not data.get("DELETE"):
+                members[data["service"]] = {
+                    "version": data["version"],
+                    "percent": data["percent"] or 0,
+                    "targeted": data["targeted"],
+                }
+        return members
+
+    def lane_data(self) -> dict[str, Any]:
+        """The lane as the API takes it (its name apart)."""
+        return {
+            "priority": self.cleaned_data["priority"],
+            "enabled": self.cleaned_data["enabled"],
+            "match": self.rules_data(),
+            "members": self.members_data(),
+        }
+
+    def add_engine_errors(self, errors: Mapping[str, list[str]]) -> None:
+        rows = {row.cleaned_data.get("service"): row for row in self.members}
+        others = {}
+        for key, messages in errors.items():
+            # "members.<service>.<field>"; a service name may hold dots, a field does not.
+            service, _, field = key.removeprefix("members.").rpartition(".")
+            row = rows.get(service) if key.startswith("members.") else None
+            if row is None or field not in row.fields:
+                others[key] = messages
+                continue
+            for message in messages:
+                row.add_error(field, message)
+        super().add_engine_errors(others)
+
+
+class NewLaneForm(LaneForm):
+    name = forms.CharField(
+        label="Name", help_text="1-63 lower-case letters, digits and '-', e.g. feature-x"
+    )
+
+    field_order = ["name"]
+
+
+class GrayLanePlaceForm(PublishForm):
+    """The gray lane's place among the lanes; its rules are the policy's and its members the
+    services' gray versions, edited where those are."""
+
+    priority = forms.IntegerField(
+        label="Priority",
+        help_text="Lanes are tried in ascending priority, then name: the first whose rules "
+        "match takes the request",
+    )
+
+    @classmethod
+    def fields_from_place(cls, place: Mapping[str, Any], revision: int) -> dict[str, Any]:
+        return {"revision": revision, "priority": place["priority"]}
 
 
 NON_FIELD = api_settings.NON_FIELD_ERRORS_KEY

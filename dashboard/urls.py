@@ -1,11 +1,16 @@
 from django.urls import path
 
-from dashboard import release_views, views
+from dashboard import lane_views, release_views, views
 
 app_name = "dashboard"
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("policy/", views.policy_editor, name="policy"),
+    path("lanes/", lane_views.lanes, name="lanes"),
+    path("lanes/new/", lane_views.lane_create, name="lane-create"),
+    # /edit/: "new" is a lane name too.
+    path("lanes/<str:name>/edit/", lane_views.lane_edit, name="lane-edit"),
+    path("lanes/<str:name>/delete/", lane_views.lane_delete, name="lane-delete"),
     path("services/", views.services, name="services"),
     # Before the service page, whose <path:> would take the rest as part of the name.
     path(

@@ -6,6 +6,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from accounts.decorators import role_required
@@ -18,8 +19,9 @@ from gateways.models import Gateway
 from gateways.views import BADGES, status_rows
 from metrics.services import traffic_split
 from policy.documents import policy_of
+from policy.lanes import gray_priority_of
 from policy.models import PolicyState, Revision
-from policy.publishing import StaleRevision, load_state
+from policy.publishing import PublishResult, load_state
 from policy.services import (
     lift_quarantine,
     rollback_to,
@@ -33,8 +35,10 @@ from registry_sync.services import bring_online, lifecycle_timelines, take_offli
 from releases import states
 from releases.models import Release
 from releases.services import MARKER_KINDS, chart_markers
-from routing_engine import PolicyError, diff_documents, normalize_policy, rebase_policy
+from routing_engine import ALL, PROD, PolicyError, normalize_policy
+from routing_engine.lanes import GRAY_LANE
 
+from .editing import Editor, edit
 from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
 
 
@@ -90,77 +94,40 @@ def overview(request: HttpRequest) -> HttpResponse:
     )
 
 
+class PolicyEditor(Editor[PolicyForm]):
+    template = "dashboard/policy.html"
+    form_class = PolicyForm
+    needs_operator = "Changing the policy needs the operator role."
+
+    def url(self) -> str:
+        return reverse("dashboard:policy")
+
+    def current(self, document: dict[str, Any]) -> dict[str, Any]:
+        return policy_of(document)
+
+    def fields(self, value: dict[str, Any], revision: int) -> dict[str, Any]:
+        return PolicyForm.fields_from_policy(value, revision)
+
+    def propose(self, form: PolicyForm, document: dict[str, Any]) -> dict[str, Any]:
+        return normalize_policy(form.policy_data())
+
+    def context(self, state: PolicyState, form: PolicyForm) -> dict[str, Any]:
+        return {"gray_priority": gray_priority_of(state.document)}
+
+    def publish(self, form: PolicyForm, actor: str) -> PublishResult:
+        return update_policy(
+            form.policy_data(),
+            partial=False,
+            actor=actor,
+            source="ui",
+            expected_revision=form.cleaned_data["revision"],
+            comment=form.cleaned_data["comment"],
+        )
+
+
 @role_required(VIEWER)
 def policy_editor(request: HttpRequest) -> HttpResponse:
-    state = load_state()
-    context: dict[str, Any] = {"state": state, "diff": None, "conflict": None}
-    if request.method != "POST":
-        form = PolicyForm(initial=PolicyForm.initial_from(state))
-        return render(request, "dashboard/policy.html", {**context, "form": form})
-    if not _can_operate(request):
-        messages.error(request, "Changing the policy needs the operator role.")
-        return redirect("dashboard:policy")
-    form = PolicyForm(request.POST)
-    if form.is_valid():
-        try:
-            proposed = normalize_policy(form.policy_data())
-        except PolicyError as exc:
-            form.add_engine_errors(exc.errors)
-    if not form.is_valid():
-        return render(request, "dashboard/policy.html", {**context, "form": form}, status=400)
-    current = policy_of(state.document)
-    if request.POST.get("action") == "save":
-        try:
-            result = update_policy(
-                form.policy_data(),
-                partial=False,
-                actor=request.user.username,
-                source="ui",
-                expected_revision=form.cleaned_data["revision"],
-                comment=form.cleaned_data["comment"],
-            )
-        except PolicyError as exc:
-            form.add_engine_errors(exc.errors)
-            return render(request, "dashboard/policy.html", {**context, "form": form}, status=400)
-        except StaleRevision as exc:
-            return _conflict(request, form, exc.state, proposed)
-        if result.revision is None:
-            messages.info(request, "Nothing changed: no new revision was published.")
-            return redirect("dashboard:policy")
-        messages.success(request, f"Published revision {result.revision.number}.")
-        return redirect("dashboard:revision", n=result.revision.number)
-    if form.cleaned_data["revision"] != state.revision:
-        return _conflict(request, form, state, proposed)
-    context["diff"] = diff_documents(current, proposed)
-    return render(request, "dashboard/policy.html", {**context, "form": form})
-
-
-def _conflict(
-    request: HttpRequest, form: PolicyForm, state: PolicyState, proposed: dict[str, Any]
-) -> HttpResponse:
-    """Someone published first. The operator's edit is re-applied on top of the newer
-    revision (a three-way merge against the revision they loaded), so neither side's change
-    is lost; the diff then shows only what the operator's edit adds to the latest."""
-    loaded = Revision.objects.filter(number=form.cleaned_data["revision"]).first()
-    latest = policy_of(state.document)
-    base = policy_of(loaded.config) if loaded else latest
-    merged, clashes = rebase_policy(base, proposed, latest)
-    data = PolicyForm.fields_from_policy(merged, state.revision)
-    data["comment"] = form.cleaned_data["comment"]
-    form = PolicyForm({k: v for k, v in data.items() if v is not False})
-    if form.is_valid():
-        try:
-            normalize_policy(form.policy_data())
-        except PolicyError as exc:
-            form.add_engine_errors(exc.errors)
-    context = {
-        "state": state,
-        "form": form,
-        "conflict": state,
-        "clashes": clashes,
-        "diff": diff_documents(latest, merged),
-    }
-    return render(request, "dashboard/policy.html", context, status=409)
+    return edit(request, PolicyEditor())
 
 
 def _can_operate(request: HttpRequest) -> bool:
@@ -313,27 +280,53 @@ def audit(request: HttpRequest) -> HttpResponse:
 @role_required(VIEWER)
 def simulator(request: HttpRequest) -> HttpResponse:
     form = SimulateForm(request.POST or None)
-    result = None
+    result, hops = None, []
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         headers = {data["header_name"]: data["header_value"]} if data["header_name"] else {}
         result = simulate(
             load_state(),
-            service=data["service"] or None,
+            service=None,
+            path=data["path"] or None,
             headers=headers,
             ip=data["ip"] or None,
             city=data["city"] or None,
             user=data["user"] or None,
         )
+        hops = [(hop, hop_reason(result, hop)) for hop in result.get("hops", [])]
     return render(
         request,
         "dashboard/simulator.html",
         {
             "form": form,
             "result": result,
+            "hops": hops,
             "service_names": Service.objects.values_list("name", flat=True)[:500],
         },
     )
+
+
+def hop_reason(result: dict[str, Any], hop: dict[str, Any]) -> str:
+    """Why a simulated request gets `hop`'s version there (docs/gateway-protocol.md, "Per
+    hop"), in words."""
+    asked, lane = hop["asked"], result["lane"]
+    if asked is None and result["flag"] == ALL:
+        reason = "any version"
+    elif asked is None:
+        reason = "any version: version-aware balancing is off"
+    elif hop["fallback"]:
+        reason = f"no routable instance of {asked}: prod {hop['version']} instead"
+    elif result["flag"] == PROD:
+        reason = "prod version"
+    elif lane == GRAY_LANE:
+        reason = f"gray version {asked}"
+    elif hop["in_lane"]:
+        reason = f"member version {asked}"
+    else:
+        reason = f"not a member of {lane}: prod {asked}"
+    if not hop["routable"]:
+        reason += "; no routable instance: the gateway answers 503"
+    return reason
 
 
 @require_POST

@@ -1,9 +1,14 @@
+from collections.abc import Iterable
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
 from accounts.decorators import role_required
 from accounts.roles import VIEWER
 from gateways import generation
+from gateways.lane_support import readable_skipped
 from gateways.models import Gateway
 
 # Status -> badge class of app.css.
@@ -15,20 +20,27 @@ BADGES = {
 }
 
 
-def status_rows(gateways) -> tuple[int, list[dict]]:
-    """(current generation, a row per gateway with its status and badge): the gateways
-    page's table, also on the overview."""
+def status_rows(gateways: Iterable[Gateway]) -> tuple[int, list[dict[str, Any]]]:
+    """(current generation, a row per gateway with its status and badge, and its skipped
+    records with the lanes among them): the gateways page's table, also on the overview."""
     current = generation.newest_number()
     now = timezone.now()
     rows = []
     for gateway in gateways:
         status = gateway.status_at(current, now)
-        rows.append({"gateway": gateway, "status": status, "badge": BADGES[status]})
+        rows.append(
+            {
+                "gateway": gateway,
+                "status": status,
+                "badge": BADGES[status],
+                "skipped": readable_skipped(gateway.skipped),
+            }
+        )
     return current, rows
 
 
 @role_required(VIEWER)
-def gateway_status(request):
+def gateway_status(request: HttpRequest) -> HttpResponse:
     """Every gateway and the generation it runs; live-updated by `gateway` events."""
     current, rows = status_rows(Gateway.objects.all())
     context = {"rows": rows, "generation": current, "badges": BADGES}

@@ -13,7 +13,6 @@ from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 
 from policy.documents import policy_of
-from policy.lanes import gray_lane_payload, lane_payload, lanes_of
 from policy.models import PolicyState, Revision
 from policy.publishing import StaleRevision, load_state
 from policy.serializers import (
@@ -30,6 +29,8 @@ from policy.serializers import (
 from policy.services import (
     create_lane,
     delete_lane,
+    lane_row,
+    lane_rows,
     lift_quarantine,
     rollback_to,
     service_rows,
@@ -40,7 +41,6 @@ from policy.services import (
 from policy.simulation import simulate
 from registry_sync.models import Service
 from routing_engine import PolicyError
-from routing_engine.lanes import GRAY_LANE
 
 
 def policy_payload(state: PolicyState) -> dict:
@@ -239,26 +239,6 @@ class ServiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
 NOT_LANE_FIELDS = {"name", "builtin", "updated_at", "updated_by", "comment", "revision"}
 
 
-def _lane_rows(state: PolicyState) -> list[dict]:
-    """Every lane, gray included, in the order they are tried."""
-    rows = [_gray_lane_row(state)]
-    rows += [lane_payload(name, lane) for name, lane in lanes_of(state.document).items()]
-    return sorted(rows, key=lambda row: (row["priority"], row["name"]))
-
-
-def _gray_lane_row(state: PolicyState) -> dict:
-    services = Service.objects.values_list("name", flat=True)
-    stamp = state.updated_at.isoformat().replace("+00:00", "Z")
-    return gray_lane_payload(state.document, services, stamp, state.updated_by)
-
-
-def _lane_row(state: PolicyState, name: str) -> dict | None:
-    if name == GRAY_LANE:
-        return _gray_lane_row(state)
-    lane = lanes_of(state.document).get(name)
-    return None if lane is None else lane_payload(name, lane)
-
-
 def _lane_body(request: Request) -> tuple[dict, str, Any]:
     """(the lane's fields, the comment, the name) of a request body."""
     body = request.data
@@ -275,14 +255,13 @@ class LaneListView(GenericAPIView):
     """Lanes (contract "Lanes"): the built-in `gray` (the policy) and the others."""
 
     serializer_class = LaneSerializer
-    # The lanes of the live document, not a queryset: nothing to filter, and the schema's
-    # filter parameters must not look for a model (drf_spectacular.W001).
-    filter_backends = ()
+    # Lanes are no model rows: nothing to filter (and no model for the schema's filters).
+    filter_backends: list = []
 
     @extend_schema(responses=LaneSerializer(many=True))
     def get(self, request: Request) -> Response:
         state = load_state()
-        page = self.paginate_queryset(_lane_rows(state))
+        page = self.paginate_queryset(lane_rows(state))
         assert page is not None, "the API paginates every list (DEFAULT_PAGINATION_CLASS)"
         return with_etag(self.get_paginated_response(page), state)
 
@@ -302,7 +281,7 @@ class LaneListView(GenericAPIView):
             return policy_error_response(exc)
         except StaleRevision as exc:
             return stale_response(exc.state)
-        row = _lane_row(result.state, str(name))
+        row = lane_row(result.state, str(name))
         return with_etag(Response(row, status=status.HTTP_201_CREATED), result.state)
 
 
@@ -314,7 +293,7 @@ class LaneDetailView(APIView):
     @extend_schema(responses=LaneSerializer)
     def get(self, request: Request, name: str) -> Response:
         state = load_state()
-        row = _lane_row(state, name)
+        row = lane_row(state, name)
         if row is None:
             raise NotFound(f"No lane named {name!r}.")
         return with_etag(Response(row), state)
@@ -345,7 +324,7 @@ class LaneDetailView(APIView):
             return policy_error_response(exc)
         except StaleRevision as exc:
             return stale_response(exc.state)
-        return with_etag(Response(_lane_row(result.state, name)), result.state)
+        return with_etag(Response(lane_row(result.state, name)), result.state)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, name: str) -> Response:

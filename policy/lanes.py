@@ -134,3 +134,20 @@ def gray_lane_payload(
 def new_lane(data: Mapping[str, Any]) -> dict[str, Any]:
     """A lane from a POST body (its name apart)."""
     return normalize_lane({"match": empty_match(), **data})
+
+
+def checked_new_lane(name: Any, data: Mapping[str, Any], existing: Iterable[str]) -> dict:
+    """A new lane named `name` beside the `existing` ones, normalised; PolicyError with the
+    name's problems and the lane's at once."""
+    errors: dict[str, list[str]] = {}
+    try:
+        check_lane_name(name, existing)
+    except PolicyError as exc:
+        errors.update(exc.errors)
+    try:
+        lane = new_lane(data)
+    except PolicyError as exc:
+        errors.update(exc.errors)
+    if errors:
+        raise PolicyError(errors)
+    return lane

@@ -110,9 +110,16 @@ class SimulateRequestSerializer(serializers.Serializer):
 
 class SimulateHopSerializer(serializers.Serializer):
     service = serializers.CharField()
+    asked = serializers.CharField(
+        allow_null=True, help_text="The version the request asks for here (null: any)."
+    )
     version = serializers.CharField(allow_null=True)
     fallback = serializers.BooleanField(
         help_text="The lane's (or gray) version has no routable instance: prod instead."
+    )
+    routable = serializers.IntegerField(
+        help_text="Routable instances of `version` (any version's when null); 0: the gateway "
+        "answers 503."
     )
     in_lane = serializers.BooleanField(
         help_text="The request's lane has a version of this service (gray: always)."

@@ -17,18 +17,19 @@ from policy.documents import (
     with_override,
 )
 from policy.lanes import (
-    check_lane_name,
+    checked_new_lane,
+    gray_lane_payload,
     gray_members,
     gray_priority_of,
+    lane_payload,
     lanes_of,
-    new_lane,
     quarantined_of,
     routing_of,
     stamped,
     with_lanes,
     with_quarantined,
 )
-from policy.models import Revision
+from policy.models import PolicyState, Revision
 from policy.publishing import PublishResult, publish
 from registry_sync.models import Instance, Service
 from routing_engine import PolicyError, merge_patch, normalize_policy
@@ -137,15 +138,7 @@ def create_lane(
 
     def change(document: dict[str, Any]) -> dict[str, Any]:
         lanes = lanes_of(document)
-        errors: dict[str, list[str]] = {}
-        for check in (lambda: check_lane_name(name, lanes), lambda: new_lane(data)):
-            try:
-                check()
-            except PolicyError as exc:
-                errors.update(exc.errors)
-        if errors:
-            raise PolicyError(errors)
-        lanes[str(name)] = stamped(None, new_lane(data), actor)
+        lanes[str(name)] = stamped(None, checked_new_lane(name, data, lanes), actor)
         return with_lanes(document, lanes, gray_priority_of(document))
 
     return publish(
@@ -242,7 +235,12 @@ def _gray_lane_changed(document: dict[str, Any], data: Any, *, partial: bool) ->
 
 
 def delete_lane(
-    name: str, *, actor: str, source: str, expected_revision: int | None = None
+    name: str,
+    *,
+    actor: str,
+    source: str,
+    expected_revision: int | None = None,
+    comment: str = "",
 ) -> PublishResult:
     """LookupError: no such lane; PolicyError for the gray lane."""
 
@@ -263,7 +261,29 @@ def delete_lane(
         object_label=f"lane {name}",
         audit_view=_lane_audit(name),
         expected_revision=expected_revision,
+        comment=comment,
     )
+
+
+def lane_rows(state: PolicyState) -> list[dict]:
+    """Every lane, gray included, as the API answers them, in the order they are tried
+    (ascending priority, then name; a lane not enabled is not tried)."""
+    rows = [_gray_lane_row(state)]
+    rows += [lane_payload(name, lane) for name, lane in lanes_of(state.document).items()]
+    return sorted(rows, key=lambda row: (row["priority"], row["name"]))
+
+
+def lane_row(state: PolicyState, name: str) -> dict | None:
+    if name == GRAY_LANE:
+        return _gray_lane_row(state)
+    lane = lanes_of(state.document).get(name)
+    return None if lane is None else lane_payload(name, lane)
+
+
+def _gray_lane_row(state: PolicyState) -> dict:
+    services = Service.objects.values_list("name", flat=True)
+    stamp = state.updated_at.isoformat().replace("+00:00", "Z")
+    return gray_lane_payload(state.document, services, stamp, state.updated_by)
 
 
 def quarantine_version(

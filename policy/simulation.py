@@ -105,16 +105,16 @@ def _hop(document: dict[str, Any], service: str, decision: Decision) -> dict[str
             "id", "instance_id", "host", "port", "version", "state", "weight"
         )
     )
-    if not document["gray"]["routing"]:
-        # `routing` off (the reference design's gray.load): the balancer ignores versions.
-        version, chosen, fallback = select_asked(instances, None, excluded=excluded)
-    else:
-        ask = ask_for(decision.flag, decision.lane, prod, gray, members)
-        version, chosen, fallback = select_asked(instances, ask, excluded=excluded)
+    # `routing` off (the reference design's gray.load): the balancer ignores versions.
+    routing = document["gray"]["routing"]
+    ask = ask_for(decision.flag, decision.lane, prod, gray, members) if routing else None
+    version, chosen, fallback = select_asked(instances, ask, excluded=excluded)
     return {
         "service": service,
+        "asked": ask.version if ask else None,
         "version": version,
         "fallback": fallback,
+        "routable": len(chosen),
         "in_lane": decision.lane is not None
         and (decision.lane == GRAY_LANE or decision.lane in members),
         "chosen": chosen,

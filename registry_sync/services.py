@@ -6,11 +6,13 @@ at once (not at the next sync).
 Also creating, changing and deleting registries (audited, never with the password)."""
 
 import logging
+from collections.abc import Iterable
 from datetime import timedelta
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from audit import log as audit_log
@@ -228,3 +230,20 @@ def lifecycle_timelines(service: str) -> list[dict]:
             }
         )
     return sorted(timelines, key=lambda timeline: timeline["began"], reverse=True)
+
+
+def known_versions(services: Iterable[str]) -> dict[str, dict[str, int]]:
+    """The versions the registries know of these services: those of their instance rows, in
+    any state, each with how many of its instances are routable (UP); what the lane editor
+    offers, and flags when none is."""
+    known: dict[str, dict[str, int]] = {}
+    rows = (
+        Instance.objects.filter(service__name__in=list(services))
+        .values_list("service__name", "version")
+        .annotate(routable=Count("id", filter=Q(state=Instance.UP)))
+        .order_by("service__name", "version")
+    )
+    for service, version, routable in rows:
+        if version is not None:  # an instance without one takes ALL traffic only
+            known.setdefault(service, {})[version] = routable
+    return known

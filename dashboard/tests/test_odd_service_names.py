@@ -87,7 +87,7 @@ def test_the_instances_of_a_slashed_name_are_reachable_through_the_api(api, odd_
 
 def test_simulator_and_gateway_document_take_odd_names(viewer, odd_services):
     assert viewer.get("/simulate/").status_code == 200
-    response = viewer.post("/simulate/", {"service": "a/b", "ip": "10.1.1.1"})
+    response = viewer.post("/simulate/", {"path": "a/b", "ip": "10.1.1.1"})
     assert response.status_code == 200
     assert [i["host"] for i in response.context["result"]["instances"]] == ["10.0.9.0"]
     services = build_document(1)["services"]

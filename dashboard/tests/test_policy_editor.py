@@ -143,3 +143,14 @@ def test_simulator_page(operator_client):
     )
     assert response.context["result"]["flag"] == "GRAY"
     assert b"flag-gray" in response.content
+
+
+def test_percent_takes_two_decimals_and_refuses_a_third(operator_client):
+    state = load_state()
+    response = operator_client.post("/policy/", form_data(state, percent="0.125", action="save"))
+    assert response.status_code == 400
+    assert "At most two decimals (0.01 % steps), got 0.125." in response.content.decode()
+    assert PolicyState.objects.get().revision == state.revision
+    response = operator_client.post("/policy/", form_data(state, percent="0.25", action="save"))
+    assert response.status_code == 302
+    assert PolicyState.objects.get().document["gray"]["percent"] == 0.25

@@ -171,10 +171,12 @@ def test_the_simulator_answers_each_hop_with_its_lane_version_or_the_fallback(op
     )  # fmt: skip
     assert {i["version"] for i in body["instances"]} == {"V3"}
     assert body["hops"] == [
-        {"service": "user-app", "version": "V3", "fallback": False, "in_lane": True},
+        {"service": "user-app", "asked": "V3", "version": "V3", "fallback": False,
+         "routable": 1, "in_lane": True},
         # order-app has no V3 instance: the lane falls back to its prod version there.
-        {"service": "order-app", "version": "V1", "fallback": True, "in_lane": True},
-    ]
+        {"service": "order-app", "asked": "V3", "version": "V1", "fallback": True,
+         "routable": 1, "in_lane": True},
+    ]  # fmt: skip
     gray = (
         api("viewer", "v2")
         .post(

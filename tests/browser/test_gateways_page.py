@@ -1,7 +1,7 @@
 """The gateways page follows, live, what each gateway fronts, the metric samples refused
 from it and the records it runs its generation without: a forged batch, an admin widening
-its `fronts`, an ack with skipped records (still in sync) and the next ack without any all
-show up in its row without a reload."""
+its `fronts`, an ack with skipped records (still in sync; a lane it cannot carry said so)
+and the next ack without any all show up in its row without a reload."""
 
 import time
 
@@ -89,8 +89,12 @@ def test_skipped_records_show_in_the_gateways_row_as_they_are_acked(
         )
         assert answer.status_code == 200, answer.text
 
-    ack(skipped=[{"record": RECORD, "reason": "port: 0 is not a port"}])
-    expect(skipped).to_have_text(f"{RECORD}: port: 0 is not a port")
+    ack(skipped=[{"record": RECORD, "reason": "port: 0 is not a port"},
+                 {"record": "lanes[feature-x]", "reason": "not carried yet"}])  # fmt: skip
+    expect(skipped.locator("div")).to_have_text(
+        [f"{RECORD}: port: 0 is not a port", "cannot carry lane feature-x: not carried yet"]
+    )
+    expect(skipped.locator("a")).to_have_attribute("href", "/lanes/#lane-feature-x")
     expect(row.locator('[data-field="status"]')).to_have_text("in_sync")
     generation.bump("a newer one")
     ack()

@@ -6,7 +6,7 @@ pytestmark = pytest.mark.browser
 
 def simulate(page, **fields):
     form = page.locator("#simulate-form")
-    for name in ("service", "header_name", "header_value", "ip", "city", "user"):
+    for name in ("path", "header_name", "header_value", "ip", "city", "user"):
         form.locator(f"[name={name}]").fill(fields.get(name, ""))
     with page.expect_navigation():
         form.locator("button[type=submit]").click()

@@ -15,6 +15,25 @@
     return String(value);
   }
 
+  // A lane a gateway cannot carry is the skipped record `lanes[<name>]`, or `lanes` for
+  // all of them but gray (gateways/lane_support.py); the page names them so.
+  var LANE_RECORD = /^lanes\[(.+)\]$/;
+
+  function recordLabel(record) {
+    var lane = LANE_RECORD.exec(record);
+    var label = document.createElement(lane || record === "lanes" ? "b" : "code");
+    if (lane) {
+      label.appendChild(document.createTextNode("cannot carry lane "));
+      var link = document.createElement("a");
+      link.href = document.getElementById("gateways").dataset.lanesUrl + "#lane-" + lane[1];
+      link.textContent = lane[1];
+      label.appendChild(link);
+    } else {
+      label.textContent = record === "lanes" ? "cannot carry any lane but gray" : record;
+    }
+    return label;
+  }
+
   // The records a gateway runs its generation without, one per line (as the page renders).
   function showSkipped(cell, skipped) {
     cell.replaceChildren();
@@ -27,9 +46,7 @@
     }
     skipped.forEach(function (entry) {
       var line = document.createElement("div");
-      var record = document.createElement("code");
-      record.textContent = entry.record;
-      line.appendChild(record);
+      line.appendChild(recordLabel(entry.record));
       line.appendChild(document.createTextNode(": " + entry.reason));
       cell.appendChild(line);
     });
