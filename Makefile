@@ -14,7 +14,7 @@ DEPLOY_ENV := DEBUG=false SECRET_KEY=deploy-check-only-0123456789-abcdefghijklmn
 	SECURE_SSL_REDIRECT=true SECURE_HSTS_SECONDS=31536000 SECURE_HSTS_INCLUDE_SUBDOMAINS=true \
 	SECURE_HSTS_PRELOAD=true
 
-.PHONY: install run test lint bench
+.PHONY: install run test test-fast lint bench
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,13 @@ lint: install
 
 test: lint
 	$(VENV)/bin/pytest
+
+# The tests that start no process or server and drive no browser, on every core (pytest-xdist):
+# under a minute here. The fuzzing (slow) is all that uses schemathesis and hypothesis, whose
+# plugins would otherwise be imported by each worker, for seconds.
+test-fast: install
+	$(VENV)/bin/pytest -m "not slow and not browser" -n auto \
+		-p no:schemathesis -p no:hypothesispytest --ignore=tests/test_api_fuzz.py
 
 bench: install
 	$(PY) bench/engine.py

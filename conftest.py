@@ -1,7 +1,24 @@
-"""Fixtures shared by every app's tests."""
+"""Fixtures shared by every app's tests, and the check that keeps the test tiers honest."""
 
 import pytest
 import pytest_asyncio
+
+# Fixtures that start processes or servers (uvicorn, a Celery worker, the gateway lab, the
+# demo's dashboard): a test using one is `slow`, and one driving chromium is `browser`, so
+# `make test-fast` (-m "not slow and not browser") never runs it.
+SLOW_FIXTURES = {"server", "lab", "celery_worker", "asgi_server", "dashboard"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: every collected test is checked
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    unmarked = [
+        f"{item.nodeid} (wants {mark})"
+        for item in items
+        for mark, fixtures in (("slow", SLOW_FIXTURES), ("browser", {"browser"}))
+        if fixtures & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker(mark)
+    ]
+    if unmarked:
+        raise pytest.UsageError("tests not marked for their tier:\n" + "\n".join(unmarked))
 
 
 @pytest.fixture

@@ -388,7 +388,7 @@ def serve_aiohttp(port: int, cache_file: Path) -> None:
                 peer, headers.get("x-forwarded-for"), headers.get(table.city_header)
             )
             decision = table.matcher.decide(headers, ip=ip, city=city or "")
-            _, candidates = service.by_flag[decision.flag]
+            _, candidates = service.by_route[decision.lane or decision.flag]
             instance = service.balancer.pick(candidates)
             assert instance is not None
             listed = connection_listed([(k.encode(), v.encode()) for k, v in headers.items()])

@@ -2,8 +2,7 @@
 The sync finds it through registry_sync.registries, where this app plugs it in when it is
 ready (apps.py): the registry_sync app is below this one."""
 
-from django.utils import timezone
-
+from embedded_registry import clock
 from embedded_registry.models import EmbeddedInstance
 from embedded_registry.naming import is_healthy, list_instances, purge_expired
 from registry_sync.adapters import RegistryInstance
@@ -29,7 +28,7 @@ class EmbeddedAdapter:
         )
 
     def list_instances(self, service: str) -> list[RegistryInstance]:
-        now = timezone.now()
+        now = clock.now()
         return [
             RegistryInstance(
                 service=row.service,

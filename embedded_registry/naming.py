@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.utils import timezone
 
 from audit import log as audit_log
+from embedded_registry import clock
 from embedded_registry.models import EmbeddedInstance
 from routing_engine import bounded_json
 
@@ -107,7 +107,7 @@ def is_healthy(instance: EmbeddedInstance, now: datetime) -> bool:
 
 def purge_expired(namespace: str, group: str | None = None, service: str | None = None) -> int:
     """Delete ephemeral instances whose last beat is older than their delete timeout."""
-    now = timezone.now()
+    now = clock.now()
     rows = EmbeddedInstance.objects.filter(namespace=namespace, ephemeral=True)
     if group is not None:
         rows = rows.filter(group=group)
@@ -187,7 +187,7 @@ def _store(
             "enabled": enabled,
             "ephemeral": ephemeral,
             "metadata": metadata,
-            "last_beat": timezone.now(),
+            "last_beat": clock.now(),
         },
     )
     return row
@@ -227,7 +227,7 @@ def beat(key: InstanceKey, beat_info: dict | None) -> bool:
     """Renew an instance; with beat info an unknown instance is registered from it, as the
     server does. Returns False when the instance is unknown and there was nothing to
     register it from (the client must re-register)."""
-    now = timezone.now()
+    now = clock.now()
     with transaction.atomic():
         renewed = EmbeddedInstance.objects.filter(**key.filter()).update(last_beat=now)
         if renewed:

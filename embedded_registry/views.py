@@ -4,18 +4,16 @@ defaults, response bodies and error texts (the documented Nacos v1 naming Open A
 Nacos' login (`/nacos/v1/auth/login`): every naming call needs credentials, as in a Nacos
 with auth enabled (embedded_registry/nacos_auth.py), so existing clients work unchanged."""
 
-import time
 from collections.abc import Callable
 from datetime import datetime
 from functools import wraps
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
-from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
-from embedded_registry import nacos_auth, naming
+from embedded_registry import clock, nacos_auth, naming
 from embedded_registry.models import MAX_IP_LENGTH, EmbeddedInstance
 from embedded_registry.naming import InstanceKey, NamingError
 from registry_sync.adapters import RegistryInstance, validation
@@ -292,7 +290,7 @@ def instance_list(request: HttpRequest, actor: str) -> HttpResponse:
         service_name, params.get("groupName") or "DEFAULT_GROUP"
     )
     clusters = [c for c in (params.get("clusters") or "").split(",") if c]
-    now = timezone.now()
+    now = clock.now()
     rows = naming.list_instances(
         params.get("namespaceId") or "public", group, service, clusters=clusters
     )
@@ -306,7 +304,7 @@ def instance_list(request: HttpRequest, actor: str) -> HttpResponse:
             "clusters": ",".join(clusters),
             "cacheMillis": CACHE_MILLIS,
             "hosts": hosts,
-            "lastRefTime": int(time.time() * 1000),
+            "lastRefTime": int(now.timestamp() * 1000),
             "checksum": "",
             "allIPs": False,
             "reachProtectionThreshold": False,

@@ -10,6 +10,13 @@ os.environ.setdefault("GRAYLANE_SECRET_KEYS", "Z3JheWxhbmUtVEVTVC1PTkxZLWZlcm5ld
 os.environ.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 # Tests start what they need themselves; no background jobs inside the test process.
 os.environ.setdefault("IN_PROCESS_JOBS", "false")
+# A Redis prefix of the run's own: Redis' pub/sub (live events, gateway wake-ups) ignores the
+# database number, so runs on one Redis server with the same prefix hear each other's events;
+# each pytest-xdist worker has keys, channels and queues of its own too, and so do the servers
+# and workers its tests start, which inherit the variable.
+os.environ.setdefault("REDIS_PREFIX", f"graylane-test-{os.getpid()}")
+if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["REDIS_PREFIX"] = f"{os.environ['REDIS_PREFIX']}-{worker}"
 
 from graylane.settings import *  # noqa: E402,F403
 

@@ -14,10 +14,12 @@ A record is
   version: it takes `ALL` traffic and is never picked for `PROD` or `GRAY`, as in the
   reference design's balancer. `null` is how the dashboard says "no version"; any other
   unusable value is reported.
-* a service entry, `{"prod", "gray", "instances", "percent", "targeted"}` under its name. A
-  bad name, `prod`, `gray` or instance list skips the whole entry (the reader keeps the
-  entry in force for that service, if it has one); a bad `percent` or `targeted` skips that
-  override only (the policy's applies).
+* a service entry, `{"prod", "gray", "instances", "percent", "targeted", "quarantined"}`
+  under its name. A bad name, `prod`, `gray` or instance list skips the whole entry (the
+  reader keeps the entry in force for that service, if it has one); a bad `percent` or
+  `targeted` skips that override only (the policy's applies); a bad `quarantined` (the
+  versions that take no traffic) skips that list only: the dashboard leaves their instances
+  out of `instances` anyway.
 
 Plain Python, like the rest of routing_engine.
 """
@@ -115,6 +117,8 @@ class ServiceEntry:
     gray: str
     instances: list[Instance]
     routing: dict[str, Any] = field(default_factory=dict)  # `percent`, `targeted` if set
+    # Versions that take no traffic at all, whatever a request's flag or lane.
+    quarantined: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -301,7 +305,25 @@ def _service_entry(name: str, raw: Any, skipped: list[Skipped]) -> ServiceEntry:
             )
             message = "; ".join(exc.errors.get(key, [str(exc)]))
             skipped.append(Skipped(f"{where}.{key}", f"{message} ({inherited})"))
-    return ServiceEntry(name, versions[0], versions[1], instances, routing)
+    quarantined: frozenset[str] = frozenset()
+    if "quarantined" in raw:
+        try:
+            quarantined = read_quarantined(raw["quarantined"])
+        except RecordError as exc:
+            reason = f"{exc}; ignored (the document leaves out their instances all the same)"
+            skipped.append(Skipped(f"{where}.quarantined", reason))
+    return ServiceEntry(name, versions[0], versions[1], instances, routing, quarantined)
+
+
+def read_quarantined(raw: Any) -> frozenset[str]:
+    """A service entry's `quarantined`: a list of versions; RecordError when it is not."""
+    if not isinstance(raw, list):
+        raise RecordError(f"{show(raw)} is not a list of versions")
+    for version in raw:
+        problem = version_problem(version)
+        if problem:
+            raise RecordError(f"{problem}, not a version")
+    return frozenset(version.strip() for version in raw)
 
 
 def read_services(raw: Mapping[Any, Any]) -> Services:

@@ -357,14 +357,24 @@ def count(writes: list[dict]) -> list[int]:
 
 
 def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m testing.outage_lab",
+        description="The outage tests' database side, on DATABASE_URL: `prepare` makes what "
+        "the writes need and prints it as JSON; `count` reads the writes (JSON on stdin: "
+        "[[kind, key], ...]) and prints how many times each was committed.",
+    )
+    parser.add_argument("command", choices=("prepare", "count"))
+    command = parser.parse_args().command
     import django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "graylane.settings")
     django.setup()
-    command = sys.argv[1]
-    payload = json.loads(sys.stdin.read() or "null")
-    answer = prepare() if command == "prepare" else count(payload)
-    print(json.dumps(answer))
+    if command == "prepare":
+        print(json.dumps(prepare()))
+    else:
+        print(json.dumps(count(json.loads(sys.stdin.read()))))
 
 
 if __name__ == "__main__":

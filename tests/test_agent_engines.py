@@ -21,6 +21,8 @@ from testing.gateway_lab import UpstreamFleet
 from testing.processes import free_port
 from tests.test_gateway_routing import SEED_RULES
 
+pytestmark = pytest.mark.slow
+
 
 def generation_of(number: int, upstreams, users=()) -> object:
     instances = [

@@ -9,6 +9,7 @@ from testing.agent_lab import ENGINE_MISSING, installed, start_agent
 from tests.test_gateway_routing import GEOIP_TEST_DB, get
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(not installed("nginx"), reason=ENGINE_MISSING["nginx"]),
 ]

@@ -13,7 +13,11 @@ from testing.agent_lab import engines, start_agent
 from testing.gateway_lab import SLOW_SECONDS, SLOW_SUFFIX
 from tests.test_gateway_routing import SEED_RULES, get
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.parametrize("engine", engines())]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.parametrize("engine", engines()),
+]
 
 
 def test_scenario_2_a_plain_request_goes_to_prod_and_says_so(lab, two_versions, engine):
@@ -45,10 +49,14 @@ def test_scenario_1_switch_off_reaches_every_version_even_with_the_header(
     assert {a["gray_status"] for a in answers} == {"ALL"}
 
 
-def test_a_client_cannot_choose_its_own_flag(lab, two_versions, engine):
+def test_a_client_cannot_choose_its_own_flag_lane_or_versions(lab, two_versions, engine):
     agent = start_agent(lab, engine)
-    answer = get(agent, **{"X-Gray-Status": "GRAY"}).json()
+    forged = {"X-Gray-Status": "GRAY", "X-Gray-Lane": "feature-x", "X-Gray-Versions": "*=V2"}
+    answer = get(agent, **forged).json()
     assert (answer["version"], answer["gray_status"]) == ("V1", "PROD")
+    # Those would steer the SDK's later hops.
+    assert "x-gray-lane" not in answer["headers"]
+    assert "x-gray-versions" not in answer["headers"]
 
 
 def test_a_listed_user_goes_to_gray(lab, two_versions, engine):

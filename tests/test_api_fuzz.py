@@ -13,6 +13,8 @@ from hypothesis import HealthCheck, settings
 
 from graylane.wsgi import application
 
+pytestmark = pytest.mark.slow
+
 schema = schemathesis.openapi.from_wsgi("/api/schema/", application)
 
 

@@ -9,7 +9,7 @@ from dataplane.registry_client import AccessDenied, Instance, NamingClient, Regi
 from testing.demo_processes import FLEET_PASSWORD, FLEET_USER, fresh_dashboard
 from testing.fakes.nacos_fake import FakeNacos
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
 
 USER_V2 = Instance(service="user-app", ip="127.0.0.1", port=7202, metadata={"version": "V2"})
 

@@ -9,6 +9,8 @@ import pytest
 
 from testing.processes import BASE_DIR, django_env
 
+pytestmark = pytest.mark.slow
+
 PRODUCTION = {
     "DEBUG": "false",
     "SECRET_KEY": "a-production-like-key-0123456789-abcdefghijklmnopqrstuvwxyz",

@@ -14,8 +14,9 @@ from django.utils import timezone
 from gateways.models import Generation
 from testing.gateway_lab import Lab, UpstreamFleet
 from testing.processes import AsgiServer, database_url, django_env
+from testing.waiting import wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 SEED_RULES = {"enabled": True, "routing": True, "header": {"name": "gray", "value": "gray-996"}}
 
 
@@ -30,15 +31,6 @@ def lab(server, fleet, make_user, make_gateway, tmp_path):
     lab = Lab(server, fleet, make_user, make_gateway, tmp_path)
     yield lab
     lab.stop()
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout:g} s: {what}")
-        time.sleep(0.01)
-    return value
 
 
 def version_of(gateway, **headers) -> str:
@@ -80,14 +72,14 @@ def test_a_policy_change_changes_routing_within_a_second_and_is_acked(lab):
     lab.sync()
     lab.policy(**SEED_RULES)
     gateway = lab.start_gateway()
-    wait_for(lambda: lab.gateway_row("gw-test")["status"] == "in_sync", 5, "the first ack")
+    wait_until(lambda: lab.gateway_row("gw-test")["status"] == "in_sync", 5, "the first ack")
     assert version_of(gateway, gray="canary") == "V1"
     started = time.monotonic()
     lab.policy(header={"name": "gray", "value": "canary"})
-    wait_for(lambda: version_of(gateway, gray="canary") == "V2", 1.0, "the new header rule")
+    wait_until(lambda: version_of(gateway, gray="canary") == "V2", 1.0, "the new header rule")
     elapsed = time.monotonic() - started
     assert elapsed < 1.0
-    row = wait_for(
+    row = wait_until(
         lambda: (row := lab.gateway_row("gw-test"))["status"] == "in_sync" and row, 2, "the ack"
     )
     assert row["acked_generation"] == row["desired_generation"] == gateway.generation()
@@ -100,7 +92,7 @@ def test_an_instance_taken_offline_gets_no_more_traffic_within_a_second_and_noth
     lab.policy(**SEED_RULES)
     gateway = lab.start_gateway()
     with Traffic(gateway.url + "/user-app/hello") as traffic:
-        wait_for(lambda: len(traffic.answers) > 50, 5, "traffic")
+        wait_until(lambda: len(traffic.answers) > 50, 5, "traffic")
         offline_at = time.monotonic()
         lab.offline(leaving)
         time.sleep(1.5)
@@ -146,7 +138,7 @@ def test_an_unreadable_document_is_refused_with_an_error_ack_and_the_old_one_sta
     lab.sync()
     lab.policy(**SEED_RULES)
     gateway = lab.start_gateway("--poll-wait", "1")
-    good = wait_for(lambda: lab.gateway_row("gw-test")["acked_generation"], 5, "the first ack")
+    good = wait_until(lambda: lab.gateway_row("gw-test")["acked_generation"], 5, "the first ack")
     newest = Generation.objects.get(number=good)
     document = json.loads(newest.content)
     document["generation"] = good + 1
@@ -159,7 +151,7 @@ def test_an_unreadable_document_is_refused_with_an_error_ack_and_the_old_one_sta
         reason="a broken document",
         created_at=timezone.now(),
     )
-    row = wait_for(
+    row = wait_until(
         lambda: (row := lab.gateway_row("gw-test"))["last_error"] and row, 5, "the error ack"
     )
     assert "gray: " in row["last_error"] and "percent" in row["last_error"]
@@ -183,9 +175,11 @@ def test_metrics_are_served_as_prometheus_text_and_a_missing_ingestion_is_logged
     version_of(gateway)
     time.sleep(0.5)
     text = httpx.get(gateway.url + "/-/metrics").text
-    assert 'graylane_gateway_requests_total{service="user-app",version="V1"} 4.0' in text
-    assert 'graylane_gateway_requests_total{service="user-app",version="V2"} 1.0' in text
-    assert 'graylane_gateway_errors_total{service="user-app",version="V1"} 0.0' in text
+    assert 'graylane_gateway_requests_total{lane="",service="user-app",version="V1"} 4.0' in text
+    assert (
+        'graylane_gateway_requests_total{lane="gray",service="user-app",version="V2"} 1.0' in text
+    )
+    assert 'graylane_gateway_errors_total{lane="",service="user-app",version="V1"} 0.0' in text
     assert httpx.get(gateway.url + "/metrics").text.startswith("# HELP")
     # Until the ingestion endpoint exists the dashboard answers 404: said once, not per report.
     dropped = [line for line in gateway.log(tail=100_000).splitlines() if "are dropped" in line]

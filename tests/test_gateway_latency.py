@@ -13,8 +13,10 @@ import pytest
 from testing.gateway_lab import SLOW_SECONDS, SLOW_SUFFIX
 from tests.test_gateway_routing import SEED_RULES
 
-pytestmark = pytest.mark.django_db(transaction=True)
-GAUGE = re.compile(rb'graylane_gateway_latency_p95_ms\{service="user-app",version="V1"\} (\S+)')
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+GAUGE = re.compile(
+    rb'graylane_gateway_latency_p95_ms\{lane="",service="user-app",version="V1"\} (\S+)'
+)
 
 
 class GaugeWatch:

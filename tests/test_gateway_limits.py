@@ -26,7 +26,7 @@ from testing.agent_lab import engines, start_agent
 from testing.gateway_lab import COUNTING, SHUTTING_DOWN, SLOW_READER
 from tests.test_gateway_routing import SEED_RULES
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from testing.gateway_lab import HANG_UP, HOP_HEADERS, SHUTTING_DOWN, SILENT
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 GEOIP_TEST_DB = Path(__file__).parent / "data" / "geoip" / "GeoIP2-City-Test.mmdb"
 SEED_RULES = {
     "enabled": True,
@@ -68,7 +68,7 @@ def test_a_client_cannot_choose_its_own_flag(lab, two_versions):
         gateway, **{"X-Gray-Status": "GRAY", "baggage": "x-gray-status=GRAY,tenant=acme;p=1"}
     ).json()
     assert (answer["version"], answer["gray_status"]) == ("V1", "PROD")
-    assert answer["headers"]["baggage"] == "tenant=acme;p=1"
+    assert answer["headers"]["baggage"] == "tenant=acme;p=1,graylane.gray=PROD"
 
 
 def test_a_listed_user_goes_to_gray(lab, two_versions):
@@ -233,18 +233,18 @@ def test_an_instance_that_does_not_answer_in_time_gets_504(lab):
     started = time.monotonic()
     response = get(gateway)
     assert response.status_code == 504
-    assert 0.5 <= time.monotonic() - started < 2
+    assert 0.5 <= time.monotonic() - started < 10 * 0.5  # not before the timeout, nor long after
 
 
 def test_an_idle_client_connection_is_closed_after_the_idle_timeout(lab, two_versions):
     gateway = lab.start_gateway("--idle-timeout", "0.5")
     with socket.create_connection(("127.0.0.1", gateway.port)) as sock:
-        sock.settimeout(3)
+        sock.settimeout(10)
         sock.sendall(b"GET /user-app/hello HTTP/1.1\r\nHost: gw\r\n\r\n")
         assert sock.recv(65536).startswith(b"HTTP/1.1 200")
         started = time.monotonic()
         assert sock.recv(1) == b"", "the gateway closed the kept-alive connection"
-        assert 0.4 <= time.monotonic() - started < 2
+        assert 0.4 <= time.monotonic() - started < 10 * 0.5
     with socket.create_connection(("127.0.0.1", gateway.port)) as slow:
         slow.settimeout(3)
         slow.sendall(b"GET /user-app/hello HTTP/1.1\r\n")  # a head that never ends

@@ -10,7 +10,11 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from testing.processes import BASE_DIR, django_env
+
+pytestmark = pytest.mark.slow
 
 CHILD = textwrap.dedent(
     """

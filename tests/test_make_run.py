@@ -18,6 +18,8 @@ from dataplane.agent.engines import envoy_binary
 from testing.agent_lab import ENGINE_MISSING
 from testing.processes import BASE_DIR, free_port
 
+pytestmark = pytest.mark.slow
+
 PORT_VARIABLES = (
     "GATEWAY_PORT",
     "USER_APP_V1_PORT",
@@ -204,7 +206,7 @@ def test_make_run_serves_the_scenarios_and_ctrl_c_stops_everything(tmp_path):
             stdout=subprocess.PIPE,
             text=True,
         )
-        time.sleep(2)
+        time.sleep(2)  # the kill comes in the middle of the load, not before it
         os.kill(victim, signal.SIGTERM)
         out = load.communicate(timeout=60)[0]
         assert "requests in" in out and "Non-2xx" not in out and "Socket errors" not in out, out

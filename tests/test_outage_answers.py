@@ -14,10 +14,10 @@ from django.urls import path
 from audit import log as audit_log
 from audit.models import AuditEntry
 from events.after_commit import after_commit, best_effort
-from gateways.tests.conftest import wait_until
 from testing.processes import RedisServer, free_port
+from testing.waiting import wait_until
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
 
 
 def _redis_on(port: int) -> redis.Redis:

@@ -8,7 +8,6 @@ changes what the name resolves to while the server runs, as a DNS change would."
 
 import shutil
 import subprocess
-import time
 
 import httpx
 import pytest
@@ -18,8 +17,9 @@ from accounts.models import ApiToken
 from registry_sync.models import UNREACHABLE
 from testing.fakes.nacos_fake import FakeNacos
 from testing.processes import AsgiServer, database_url, django_env
+from testing.waiting import wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 NAME = "nacos.graylane.test"
 # The shell run by `unshare -m`: its own /etc/hosts ($0), then the server ("$@").
 OWN_HOSTS = 'mount --bind "$0" /etc/hosts && exec "$@"'
@@ -37,15 +37,6 @@ def own_hosts_possible(path) -> bool:
     done = subprocess.run(["unshare", "-m", "sh", "-c", OWN_HOSTS, str(path), "getent", "hosts",
                            NAME], capture_output=True, text=True, timeout=10)  # fmt: skip
     return done.returncode == 0 and done.stdout.startswith("127.0.0.1")
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout:g} s: {what}")
-        time.sleep(0.1)
-    return value
 
 
 def test_a_name_that_resolves_to_the_metadata_address_later_is_refused_at_connect(
@@ -77,11 +68,11 @@ def test_a_name_that_resolves_to_the_metadata_address_later_is_refused_at_connec
             def instances() -> list:
                 return api.get("/api/v1/services/user-app/instances/", headers=viewer).json()
 
-            synced = wait_for(lambda: instances().get("results"), 30, "a sync through the name")
+            synced = wait_until(lambda: instances().get("results"), 30, "a sync through the name")
             assert [row["host"] for row in synced] == ["10.0.0.1"]
 
             hosts(hosts_file, "169.254.169.254")
-            refused = wait_for(
+            refused = wait_until(
                 lambda: (body := api.get(url, headers=admin).json())["stale"] and body, 10,
                 "the registry stale",
             )  # fmt: skip
@@ -91,7 +82,13 @@ def test_a_name_that_resolves_to_the_metadata_address_later_is_refused_at_connec
             ) in refused["last_error"], refused["last_error"]
             assert api.get(url, headers=viewer).json()["last_error"] == UNREACHABLE
             asked = len(nacos.requests_log)
-            time.sleep(2.0)  # four more sync intervals
+            syncs = set()
+
+            def four_more_syncs() -> bool:
+                syncs.add(api.get(url, headers=admin).json()["last_sync_at"])
+                return len(syncs) > 4
+
+            wait_until(four_more_syncs, 30, "four more syncs (each refused)")
             assert api.get(url, headers=admin).json()["stale"] is True
             assert len(nacos.requests_log) == asked  # nothing reached the registry since
             assert [row["host"] for row in instances()["results"]] == ["10.0.0.1"]  # kept

@@ -10,11 +10,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateways.tests.conftest import wait_until
 from testing.gateway_lab import FAIL_SUFFIX, SLOW_SECONDS, SLOW_SUFFIX
 from testing.processes import PROMETHEUS, PrometheusProcess, free_port
+from testing.waiting import wait_until
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         not os.access(PROMETHEUS, os.X_OK),

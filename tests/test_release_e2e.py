@@ -19,8 +19,9 @@ from django.db import connection
 from releases.models import Release
 from testing.gateway_lab import FAILING_FIFTH, OK, auth
 from testing.processes import AsgiServer, CeleryWorker, database_url, django_env
+from testing.waiting import wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 INTERVAL = 5
 STEPS = [{"targeted": True}, {"percent": 50}, {"percent": 100}]
@@ -142,9 +143,9 @@ def test_a_gray_version_answering_20_percent_errors_is_rolled_back(lab):
         final = wait_for_state(release, {"rolled_back", "promoted", "failed"}, timeout=60)
         assert final["state"] == "rolled_back"
         rolled_back_at = time.time()
-        time.sleep(INTERVAL)
+        time.sleep(INTERVAL)  # what this test promises: nothing reaches V2 after one interval
         served_gray = len(v2.received)
-        time.sleep(3)
+        time.sleep(3)  # ... and nothing in the three seconds after that
     # Within one interval of the decision, nothing reaches the gray instance any more,
     # not even the targeted user's requests.
     assert len(v2.received) == served_gray
@@ -169,9 +170,12 @@ def test_a_healthy_gray_version_is_promoted_through_every_step_and_ends_as_prod(
         release = start_release(lab)
         final = wait_for_state(release, {"rolled_back", "promoted", "failed"}, timeout=90)
         assert final["state"] == "promoted", final
-        time.sleep(2)
+        wait_until(
+            lambda: lab.gateway_row("gw-test")["status"] == "in_sync",
+            what="the gateway to run the promoted routing",
+        )
         after = len(traffic.log)
-        time.sleep(2)
+        time.sleep(2)  # the traffic of two seconds after it, all of it to V2
     assert {version for _, version in traffic.log[after:]} == {"V2"}, traffic.statuses
     events = httpx.get(release["url"] + "/events/", headers=release["headers"]).json()["results"]
     kinds = [e["kind"] for e in reversed(events) if e["kind"] != "analysis"]

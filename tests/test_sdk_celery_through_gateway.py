@@ -15,6 +15,7 @@ from dataplane.sdk.tests.test_celery_flag import (
 )
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         not REDIS_URL,
@@ -43,8 +44,11 @@ def test_a_gray_request_through_the_gateway_runs_its_task_on_the_gray_worker(lab
             return answer.json()
 
         until_gray_worker_seen(lambda: task_of(GRAY))
+        # The task sees the gateway's whole route: flag, lane, and the versions of later hops.
+        gray = {"flag": "GRAY", "lane": "gray", "versions": "*=V2/V1", "worker": "gray"}
+        prod = {"flag": "PROD", "versions": "*=V1", "worker": "prod"}
         for _ in range(3):
-            assert task_of(GRAY) == {"flag": "GRAY", "worker": "gray"}
-            assert task_of({}) == {"flag": "PROD", "worker": "prod"}
-            # A caller cannot choose its own flag: the gateway decides, and this is PROD.
-            assert task_of({"X-Gray-Status": "GRAY"}) == {"flag": "PROD", "worker": "prod"}
+            assert task_of(GRAY) == gray
+            assert task_of({}) == prod
+            # A caller cannot choose its own route: the gateway decides, and this is PROD.
+            assert task_of({"X-Gray-Status": "GRAY", "X-Gray-Lane": "gray"}) == prod

@@ -8,7 +8,7 @@ from django.http import HttpResponse
 from django.test import RequestFactory
 
 from dataplane.sdk.django_middleware import GrayFlagMiddleware
-from dataplane.sdk.flag import current_flag
+from dataplane.sdk.flag import current_flag, current_route
 
 
 def sync_view(request):
@@ -38,3 +38,20 @@ def test_async_chain_sets_the_flag_for_the_view_and_clears_it_after():
         return response.content, current_flag()
 
     assert asyncio.run(serve()) == (b"PROD", None)
+
+
+def route_view(request):
+    route = current_route()
+    return HttpResponse(f"{route.flag} {route.lane} {route.versions}" if route else "None")
+
+
+def test_the_chain_sets_the_whole_route_from_the_headers_or_else_the_baggage():
+    middleware = GrayFlagMiddleware(route_view)
+    headers = {"X-Gray-Status": "GRAY", "X-Gray-Lane": "feature-x", "X-Gray-Versions": "*=V1"}
+    assert middleware(RequestFactory().get("/", headers=headers)).content == b"GRAY feature-x *=V1"
+    baggage = {"baggage": "graylane.lane=feature-x,graylane.gray=GRAY"}
+    assert middleware(RequestFactory().get("/", headers=baggage)).content == b"GRAY feature-x None"
+    # The flag from the header, so the lane from the header too, never from the baggage.
+    both = {"X-Gray-Status": "GRAY", **baggage}
+    assert middleware(RequestFactory().get("/", headers=both)).content == b"GRAY None None"
+    assert current_route() is None

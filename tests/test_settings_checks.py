@@ -82,6 +82,7 @@ def test_hsts_options_without_hsts(settings, option):
     assert graylane_ids() == set()
 
 
+@pytest.mark.slow
 def test_contradicting_environment_fails_the_check_naming_each():
     code, ids, output = checked(
         **SERVER,
@@ -96,6 +97,7 @@ def test_contradicting_environment_fails_the_check_naming_each():
     assert "HINT: Set DB_POOL_SIZE to WEB_THREADS or more" in output
 
 
+@pytest.mark.slow
 def test_the_environment_next_to_them_passes():
     # IN_PROCESS_JOBS left unset: with REDIS_URL, its default is false (not a contradiction).
     code, ids, output = checked(
@@ -108,6 +110,7 @@ def test_the_environment_next_to_them_passes():
     assert (code, ids) == (0, set()), output
 
 
+@pytest.mark.slow
 def test_sqlite_has_no_pool_to_be_too_small():
     code, ids, output = checked(DB_POOL_SIZE="4", WEB_THREADS="16")
     assert (code, ids) == (0, set()), output

@@ -60,7 +60,8 @@ release = call("post", "/api/v1/releases/", {"service": "user-app", "to_version"
 call("post", f"/api/v1/releases/{release['id']}/start/")
 webhook = Webhook.objects.create(name="chat", url="https://hooks.example.org/x",
                                  secret="hook-secret")
-EmbeddedInstance.objects.create(service="order-app", ip="127.0.0.1", port=7301,
+# Persistent: an ephemeral one is purged 30 s after its last beat, and the upgrade may take longer.
+EmbeddedInstance.objects.create(service="order-app", ip="127.0.0.1", port=7301, ephemeral=False,
                                 metadata={"version": "V1"}, last_beat=timezone.now())
 auditors = Group.objects.create(name="auditors")
 auditors.permissions.add(*Permission.objects.filter(

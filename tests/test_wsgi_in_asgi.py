@@ -131,6 +131,7 @@ def test_a_client_that_goes_away_before_its_body_is_not_served():
     assert sent == [] and recorder.bodies == []
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_uvicorn_serves_pages_api_and_static_files_through_it():
     from django.db import connection

@@ -101,6 +101,7 @@ def stored(api):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_secrets_are_read_back_by_a_new_process_and_not_stored_in_clear(stored):
     assert read_back(OLD_KEY) == stored
@@ -120,6 +121,7 @@ def test_secrets_are_read_back_by_a_new_process_and_not_stored_in_clear(stored):
         assert not any(stored["push_secret"] in str(value) for value in cursor.fetchone())
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_without_the_key_the_secrets_cannot_be_read(stored):
     done = in_a_new_process(["-c", READ_BACK], NEW_KEY)
@@ -130,6 +132,7 @@ def test_without_the_key_the_secrets_cannot_be_read(stored):
     assert stored["push_secret"] not in done.stderr + done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_key_rotation_without_downtime(stored):
     # 1. Every process learns the new key (the old one still encrypts): both read.

@@ -4,7 +4,8 @@ counted into the Python gateway's Metrics, which its Reporter sends to the dashb
 
 A log line names the service, the flag and the instance that answered last (after retries);
 the version is that instance's in the generation in force, or, when no instance answered
-(a 503 without one), the version the flag asked for.
+(a 503 without one), the version the flag asked for. A GRAY line is of the gray lane, the
+only one the engines carry for now.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 
 from dataplane.agent.ir import Generation
 from dataplane.gateway.metrics import Metrics
+from routing_engine import GRAY
+from routing_engine.lanes import GRAY_LANE
 
 log = logging.getLogger(__name__)
 # The agent empties the log when it passes this size (the engines append with O_APPEND).
@@ -35,11 +38,12 @@ def count_line(metrics: Metrics, generation: Generation, line: bytes) -> None:
     if not service or service == "-":
         return
     upstream = str(entry.get("upstream") or "").replace(" : ", ", ").split(", ")[-1]
-    version = generation.version_of(service, upstream) or generation.asked_version(
-        service, str(entry.get("flag") or "")
-    )
+    flag = str(entry.get("flag") or "")
+    version = generation.version_of(service, upstream) or generation.asked_version(service, flag)
     if version is not None:
-        metrics.record(service, version, status >= 500, latency_ms)
+        # The engines carry the gray lane only (ir.LANE_NOT_RENDERED).
+        lane = GRAY_LANE if flag == GRAY else None
+        metrics.record(service, version, status >= 500, latency_ms, lane)
 
 
 def _service_of(path) -> str | None:

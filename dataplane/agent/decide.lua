@@ -306,6 +306,9 @@ function envoy_on_request(handle)
   local route = name and SERVICES[name]
   if not route then return answer(handle, "404", "no such service") end
   strip_gray_baggage(headers)
+  -- A client's lane and versions would steer the SDK's later hops: only gateways set them.
+  headers:remove("x-gray-lane")
+  headers:remove("x-gray-versions")
   local stream = handle:streamInfo()
   local peer = peer_of(stream:downstreamDirectRemoteAddress())
   local forwarded = headers:get("x-forwarded-for")

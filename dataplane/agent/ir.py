@@ -8,18 +8,27 @@ service with every version (the `ALL` flag: also its instances without a version
 service the pool each flag goes to, prod fallback already applied. The
 engines' renderers (render_envoy, render_nginx) are pure functions of this and of the
 agent's Site.
+
+Lanes other than gray are not rendered yet: each is left out and listed in `skipped` (the
+ack), and the engines decide as if it did not exist. A quarantined version's instances are
+in no pool (the dashboard lists none; one listed all the same is left out).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dataplane.gateway.routing import RoutingTable
+from dataplane.gateway.routing import RoutingTable, route_key
 from routing_engine import ALL, GRAY, PROD, service_routing
 from routing_engine.matcher import ip_ranges
 from routing_engine.records import Skipped
 
 FLAGS = (PROD, GRAY, ALL)
+# Why a lane other than gray is in the ack's `skipped`, for the people who read it.
+LANE_NOT_RENDERED = (
+    "Envoy and nginx (through the agent) carry the gray lane only for now; its requests are "
+    "decided as if this lane did not exist"
+)
 
 
 @dataclass(frozen=True)
@@ -117,6 +126,8 @@ def compile_document(
         by_version: dict[str, list[Endpoint]] = {}
         bare: list[Endpoint] = []  # instances without a version: in the ALL pool only
         for instance in service.instances:
+            if instance.version in service.quarantined:
+                continue
             endpoint = Endpoint(instance.host, instance.port, max(1, round(instance.weight * 100)))
             if instance.version is None:
                 bare.append(endpoint)
@@ -129,13 +140,14 @@ def compile_document(
         pools += own
         flags: dict[str, str | None] = {}
         for flag in FLAGS:
-            version, chosen = service.by_flag[flag]
+            version, chosen = service.by_route[route_key(flag)]
             if not chosen:
                 flags[flag] = None
             else:
                 flags[flag] = name if version is None else f"{name}.{version}"
         percent, salted, targeted = _service_routing(service.routing, policy)
         routes.append(ServiceRoute(name, flags, percent, salted, targeted))
+    lanes_left_out = tuple(Skipped(f"lanes[{name}]", LANE_NOT_RENDERED) for name in table.lanes)
     return Generation(
         generation=table.generation,
         revision=table.revision,
@@ -143,7 +155,7 @@ def compile_document(
         rules=rules,
         routes=tuple(routes),
         pools=tuple(pools),
-        skipped=table.skipped,
+        skipped=table.skipped + lanes_left_out,
         table=table,
     )
 

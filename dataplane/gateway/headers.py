@@ -3,13 +3,15 @@
 Hop-by-hop headers describe one connection, not the message: Connection and every header
 it names, Keep-Alive, TE, Trailer, Transfer-Encoding, Upgrade and the Proxy-* family are
 dropped in both directions. The gateway frames each side's body itself (Content-Length
-kept, chunked re-made). A client never chooses its own gray flag: its X-Gray-Status and
-any gray member of its W3C `baggage` are dropped before the gateway sets the flag.
+kept, chunked re-made). A client never chooses its own gray flag or lane: its
+X-Gray-Status, X-Gray-Lane and X-Gray-Versions, and any gray member of its W3C `baggage`
+(graylane.gray, graylane.lane), are dropped before the gateway sets its own.
 """
 
 from __future__ import annotations
 
 from routing_engine import GRAY_STATUS_HEADER
+from routing_engine.hops import LANE_HEADER, VERSIONS_HEADER
 
 HOP_BY_HOP = frozenset(
     (
@@ -29,14 +31,18 @@ NOTHING: frozenset[bytes] = frozenset()
 # Connection values that name no other header: nearly every message has one of these, and
 # they need no parsing.
 PLAIN_CONNECTION = frozenset((b"keep-alive", b"close"))
-GRAY_STATUS = GRAY_STATUS_HEADER.lower().encode()
+# The route the gateway decides (docs/gateway-protocol.md, "Lanes on the wire"): never a
+# client's.
+ROUTE_HEADERS = frozenset(
+    name.lower().encode() for name in (GRAY_STATUS_HEADER, LANE_HEADER, VERSIONS_HEADER)
+)
 SHUTTING_DOWN = b"x-instance-shutting-down"
 # Request headers the gateway drops, rewrites or reads; all others pass as they came.
 REQUEST_HANDLED = HOP_BY_HOP | {
     b"content-length",
     b"x-forwarded-for",
     b"x-forwarded-proto",
-    GRAY_STATUS,
+    *ROUTE_HEADERS,
     b"expect",
     b"baggage",
     b"host",

@@ -1,6 +1,7 @@
-"""What the gateway counts: per (service, version) requests, errors and latency, in
+"""What the gateway counts: per (service, version, lane) requests, errors and latency, in
 one-second windows for the dashboard (`POST /api/v1/metrics/`, the contract's sample
-shape) and as running totals in Prometheus text.
+shape) and as running totals in Prometheus text. The lane is that of a GRAY request ("gray"
+for the gray lane); other requests have none, and their samples carry no `lane`.
 
 An error is a 5xx answer or a failed proxy attempt the client saw (both are answered
 with 5xx by the gateway). The per-request cost is a dict lookup and a list append; the
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-Key = tuple[str, str]
+Key = tuple[str, str, str | None]  # service, version, lane
 
 
 def p95(latencies: list[float]) -> float:
@@ -35,10 +36,13 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_Collector(self))
 
-    def record(self, service: str, version: str, error: bool, latency_ms: float) -> None:
-        entry = self._window.get((service, version))
+    def record(
+        self, service: str, version: str, error: bool, latency_ms: float, lane: str | None = None
+    ) -> None:
+        key = (service, version, lane)
+        entry = self._window.get(key)
         if entry is None:
-            entry = self._window[(service, version)] = [0, 0, []]
+            entry = self._window[key] = [0, 0, []]
         entry[0] += 1
         if error:
             entry[1] += 1
@@ -51,22 +55,23 @@ class Metrics:
         window_s = max(1, round(now - self._window_start))
         self._window_start = now
         samples = []
-        for (service, version), (total, errors, latencies) in window.items():
-            key = (service, version)
+        for key, (total, errors, latencies) in window.items():
+            service, version, lane = key
             self.totals[key] = self.totals.get(key, 0) + total
             self.errors[key] = self.errors.get(key, 0) + errors
             self.latest_p95[key] = latency = round(p95(latencies), 3)
-            samples.append(
-                {
-                    "service": service,
-                    "version": version,
-                    "ts": int(now),
-                    "window_s": window_s,
-                    "total": total,
-                    "errors": errors,
-                    "latency_ms_p95": latency,
-                }
-            )
+            sample = {
+                "service": service,
+                "version": version,
+                "ts": int(now),
+                "window_s": window_s,
+                "total": total,
+                "errors": errors,
+                "latency_ms_p95": latency,
+            }
+            if lane is not None:
+                sample["lane"] = lane
+            samples.append(sample)
         return samples
 
     def prometheus_text(self) -> bytes:
@@ -79,10 +84,11 @@ class _Collector:
 
     def collect(self) -> Iterator:
         metrics = self.metrics
-        labels = ["service", "version"]
+        # `lane` is empty for requests that are not GRAY: to Prometheus, no label at all.
+        labels = ["service", "version", "lane"]
         requests = CounterMetricFamily(
             "graylane_gateway_requests",
-            "Requests answered, per service and version.",
+            "Requests answered, per service, version and lane.",
             labels=labels,
         )
         errors = CounterMetricFamily(
@@ -95,8 +101,10 @@ class _Collector:
             "95th percentile latency of the last one-second window with traffic, in ms.",
             labels=labels,
         )
-        for key, total in sorted(metrics.totals.items()):
-            requests.add_metric(list(key), total)
-            errors.add_metric(list(key), metrics.errors.get(key, 0))
-            latency.add_metric(list(key), metrics.latest_p95.get(key, 0.0))
+        for key, total in metrics.totals.items():
+            service, version, lane = key
+            values = [service, version, lane or ""]
+            requests.add_metric(values, total)
+            errors.add_metric(values, metrics.errors.get(key, 0))
+            latency.add_metric(values, metrics.latest_p95.get(key, 0.0))
         yield from (requests, errors, latency)

@@ -35,11 +35,11 @@ from typing import NoReturn
 import httptools
 
 from dataplane.gateway.headers import (
-    GRAY_STATUS,
     HOP_BY_HOP,
     NOTHING,
     PLAIN_CONNECTION,
     REQUEST_HANDLED,
+    ROUTE_HEADERS,
     connection_listed,
     strip_gray_baggage,
     without_listed,
@@ -62,7 +62,7 @@ from dataplane.gateway.upstream import (
     UpstreamError,
     UpstreamPool,
 )
-from routing_engine import FLAGS, CallerResolver
+from routing_engine import CallerResolver
 from routing_engine.balancer import Prepared
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,6 @@ _TOO_LARGE = HEADERS_TOO_LARGE.encode()
 LINGER_BYTES = 1 << 20
 LINGER_SECONDS = 2.0
 NO_VERSION = "none"
-_FLAG_BYTES = {flag: flag.encode() for flag in FLAGS}
 _DOT_SEGMENT = re.compile(rb"/\.\.?(?:/|$)")
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 
@@ -180,6 +179,7 @@ class Exchange:
         "started",
         "service",
         "metric_version",
+        "lane",
         "status",
         "failed",
     )
@@ -242,6 +242,7 @@ class Exchange:
         self.started = time.perf_counter()
         self.service = ""
         self.metric_version = NO_VERSION
+        self.lane: str | None = None  # of a GRAY request, for its metrics
         self.status = 0
         self.failed = False
 
@@ -625,20 +626,21 @@ class ClientConnection(asyncio.Protocol):
         assert table is not None
         exchange.service = name
         exchange.route = service
-        exchange.head, flag = self._upstream_head(exchange, table, service)
-        version, exchange.candidates = service.by_flag[flag]
-        exchange.prepared = service.prepared[flag]
+        exchange.head, key = self._upstream_head(exchange, table, service)
+        version, exchange.candidates = service.by_route[key]
+        exchange.prepared = service.prepared[key]
         exchange.metric_version = version or NO_VERSION
         self._attempt(exchange)
 
     def _upstream_head(
         self, exchange: Exchange, table: RoutingTable, service: Service
     ) -> tuple[bytes, str]:
-        """The request head for the instance, and the request's gray flag."""
+        """The request head for the instance, and the key of the request's route
+        (routing.route_key)."""
         listed = exchange.listed
         decision_headers = table.decision_headers
         decide_on: dict[str, str] = {}
-        forwarded_for = forwarded_proto = None
+        forwarded_for = forwarded_proto = baggage = None
         lines = [exchange.method, b" ", exchange.url, b" HTTP/1.1\r\n"]
         lines += exchange.plain
         if exchange.watched is not table.watched_headers:
@@ -666,16 +668,18 @@ class ClientConnection(asyncio.Protocol):
                 if name == b"x-forwarded-proto":
                     forwarded_proto = value
                     continue
-                if name == GRAY_STATUS:
+                if name in ROUTE_HEADERS:
                     continue
                 if name == b"expect":
                     expect_continue = value.strip().lower() == b"100-continue"
                     continue
                 if name == b"baggage":
+                    # The client's other members go on, before ours, in one header.
                     value = strip_gray_baggage(value)
-                    if not value:
-                        continue
-                elif name == b"host":
+                    if value:
+                        baggage = value if baggage is None else baggage + b"," + value
+                    continue
+                if name == b"host":
                     has_host = True
             if name in decision_headers:
                 decide_on[name.decode("latin-1")] = value.decode("latin-1")
@@ -692,6 +696,9 @@ class ClientConnection(asyncio.Protocol):
             client_ip, city = self.peer, self.peer_city
         decide = service.decide or table.matcher.decide
         decision = decide(decide_on, ip=client_ip, city=city or "")
+        exchange.lane = decision.lane
+        key = decision.lane or decision.flag  # routing.route_key
+        route = table.routes[key]
         trusted = self.peer_trusted
         chain = (forwarded_for + b", " if forwarded_for else b"") + self.peer_bytes
         proto = forwarded_proto if trusted and forwarded_proto else b"http"
@@ -700,14 +707,14 @@ class ClientConnection(asyncio.Protocol):
             chain,
             b"\r\nx-forwarded-proto: ",
             proto,
-            b"\r\nx-gray-status: ",
-            _FLAG_BYTES[decision.flag],
-            b"\r\n" if has_host else b"\r\nhost: gateway\r\n",
+            b"\r\n",
+            route.head if baggage is None else b"baggage: " + baggage + route.after_baggage,
+            b"" if has_host else b"host: gateway\r\n",
             b"\r\n",
         )
         if expect_continue and exchange.version == "1.1" and not exchange.body_done:
             self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        return b"".join(lines), decision.flag
+        return b"".join(lines), key
 
     def _pick(self, exchange: Exchange) -> Instance | None:
         pool = self.context.pool
@@ -852,6 +859,7 @@ class ClientConnection(asyncio.Protocol):
                 exchange.metric_version,
                 error,
                 (time.perf_counter() - exchange.started) * 1000,
+                exchange.lane,
             )
         if not exchange.body_done:
             exchange.keep_alive = False  # the rest of its body would be read as a request

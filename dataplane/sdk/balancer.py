@@ -1,10 +1,10 @@
 """A client-side balancer for calls to one service: instances from the registry (Nacos naming
-API: a real Nacos or the dashboard's embedded registry), picked by the request's gray flag
-with the gateway's engine (routing_engine.select_instances, SmoothWeightedRoundRobin).
+API: a real Nacos or the dashboard's embedded registry), picked by the request's gray route
+with the gateway's engine (routing_engine.select_asked, SmoothWeightedRoundRobin).
 
     users = ServiceBalancer(naming_client, "order-app", prod="V1", gray="V2")
     await users.start()
-    response = await users.request("GET", "/order-app/hello")     # flag of the current request
+    response = await users.request("GET", "/order-app/hello")    # route of the current request
 
 * The instance list is read in the background every `refresh_s`; a registry that fails
   leaves the last list in use (stale beats none: the instances are likely still there).
@@ -17,10 +17,12 @@ with the gateway's engine (routing_engine.select_instances, SmoothWeightedRoundR
   twice more, and the request goes to another instance (at most `attempts` in all): both
   answers mean the request was not processed, so retrying cannot run it twice (so does a
   pooled connection closed under an idempotent request).
-* Versions: the prod and gray version come from configuration (`prod`, `gray`,
-  `set_versions`), not from the dashboard's gateway document, which takes a gateway token
-  that services do not hold. The dashboard's per-service overrides are applied by whoever
-  deploys the service (README: GRAYLANE_PROD_VERSION / GRAYLANE_GRAY_VERSION).
+* Versions: a request that came through a gateway carries what it asks for at this service
+  (`X-Gray-Versions`, docs/gateway-protocol.md "Lanes on the wire"): that version, its prod
+  fallback, and the service's quarantined versions, which no request reaches. Without that
+  header (a Nacos-mode gateway, a caller that is no gateway) the prod and gray versions come
+  from configuration (`prod`, `gray`, `set_versions`), and a lane other than gray asks for
+  prod: the dashboard's gateway document takes a gateway token that services do not hold.
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ from typing import Any
 import httpx
 
 from dataplane.registry_client import NamingClient, RegistryError
-from routing_engine import ALL, SmoothWeightedRoundRobin, instance_key, select_instances
+from routing_engine import ALL, SmoothWeightedRoundRobin, instance_key
+from routing_engine.balancer import select_asked
+from routing_engine.hops import LANE_HEADER, VERSIONS_HEADER, Ask, ask_for
 from routing_engine.records import Instance, Skipped, read_instances
 
-from .flag import BAGGAGE_HEADER, HEADER, current_flag, flag_headers
+from .flag import BAGGAGE_HEADER, HEADER, Route, current_route, route_headers
 from .lifecycle import SHUTTING_DOWN_HEADER
 
 log = logging.getLogger(__name__)
@@ -48,7 +52,7 @@ IDEMPOTENT = frozenset(("GET", "HEAD", "OPTIONS", "PUT", "DELETE"))
 
 
 class NoInstance(Exception):
-    """No routable instance of the service for the request's flag."""
+    """No routable instance of the service for the request's route."""
 
 
 def _record(host: Any) -> Any:
@@ -149,8 +153,24 @@ class ServiceBalancer:
         if self._own_http:
             await self._http.aclose()
 
-    def pick(self, flag: str | None = None, exclude: frozenset = frozenset()) -> Mapping | None:
-        """An instance for `flag` (default: the current request's; none means ALL)."""
+    def _asked(self, route: Route | None) -> tuple[Ask | None, frozenset[str]]:
+        """(what a request of `route` asks for here, None: any version; the versions it must
+        not reach)."""
+        if route is None:
+            return None, frozenset()
+        if route.hops is not None:
+            return route.hops.ask(self.service), route.hops.excluded(self.service)
+        return ask_for(route.flag, route.lane, self.prod, self.gray), frozenset()
+
+    def pick(
+        self,
+        flag: str | None = None,
+        exclude: frozenset = frozenset(),
+        *,
+        route: Route | None = None,
+    ) -> Mapping | None:
+        """An instance for `flag` alone, else for `route`, else for the current request's route
+        (none means ALL); `exclude`: instance keys not to pick."""
         now = time.monotonic()
         candidates = [
             instance
@@ -158,35 +178,37 @@ class ServiceBalancer:
             if instance_key(instance) not in exclude
             and self._avoid.get(instance_key(instance), 0.0) <= now
         ]
-        _, chosen = select_instances(
-            candidates,
-            flag or current_flag() or ALL,
-            self.prod,
-            self.gray,
-            fallback_to_prod=self.fallback_to_prod,
-        )
+        ask, quarantined = self._asked(_route(flag, route))
+        _, chosen, _ = select_asked(candidates, ask, self.fallback_to_prod, quarantined)
         return self._round_robin.pick(chosen)
 
     def _avoid_for_now(self, instance: Mapping) -> None:
         self._avoid[instance_key(instance)] = time.monotonic() + 2 * self.refresh_s
 
     async def request(
-        self, method: str, path: str, *, flag: str | None = None, **kwargs: Any
+        self,
+        method: str,
+        path: str,
+        *,
+        flag: str | None = None,
+        route: Route | None = None,
+        **kwargs: Any,
     ) -> httpx.Response:
-        """Send to an instance picked for the flag, with the flag on; on the shutting-down
-        marker or a refused connection, again on another instance. NoInstance when none is
-        left; the last marker answer when every attempt met one."""
-        flag = flag or current_flag()
+        """Send to an instance picked for the route (as pick() chooses it), with the route on;
+        on the shutting-down marker or a refused connection, again on another instance.
+        NoInstance when none is left; the last marker answer when every attempt met one."""
+        route = _route(flag, route)
         headers = {
             name.lower(): value for name, value in (kwargs.pop("headers", None) or {}).items()
         }
-        if flag is not None:
-            headers.pop(HEADER.lower(), None)
-            headers.update(flag_headers(flag, headers.pop(BAGGAGE_HEADER, None)))
+        if route is not None:
+            for name in (HEADER, LANE_HEADER, VERSIONS_HEADER):
+                headers.pop(name.lower(), None)
+            headers.update(route_headers(route, headers.pop(BAGGAGE_HEADER, None)))
         tried: set = set()
         last: httpx.Response | None = None
         for _ in range(self.attempts):
-            instance = self.pick(flag, frozenset(tried))
+            instance = self.pick(exclude=frozenset(tried), route=route)
             if instance is None:
                 break
             tried.add(instance_key(instance))
@@ -209,4 +231,13 @@ class ServiceBalancer:
             last = response
         if last is not None:
             return last
-        raise NoInstance(f"no routable {self.service} instance for {flag or ALL}")
+        flag = ALL if route is None else route.flag
+        raise NoInstance(f"no routable {self.service} instance for {flag}")
+
+
+def _route(flag: str | None, route: Route | None) -> Route | None:
+    """The route a call goes by: `flag` alone when given, else `route`, else the current
+    request's."""
+    if flag is not None:
+        return Route(flag)
+    return route if route is not None else current_route()

@@ -1,4 +1,5 @@
-"""Django middleware that puts each request's gray flag in the context variable:
+"""Django middleware that puts each request's gray route (flag, lane, versions) in the context
+variable:
 
     MIDDLEWARE = ["dataplane.sdk.django_middleware.GrayFlagMiddleware", ...]
 
@@ -6,7 +7,7 @@ Django's middleware protocol is duck-typed (a class taking `get_response`, calle
 request; `sync_capable` / `async_capable` say which chains it joins), so this module needs no
 Django import and the data plane keeps running without Django. Under ASGI, Django runs a sync
 view in a thread through asgiref's `sync_to_async`, which carries the context, so the view
-sees the flag either way.
+sees the route either way.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 
-from .flag import flag_of, reset_flag, set_flag
+from .flag import Route, reset_route, route_of, set_route
 
 
 class GrayFlagMiddleware:
@@ -31,19 +32,19 @@ class GrayFlagMiddleware:
     def __call__(self, request: Any) -> Any:
         if self._async:
             return self._acall(request)
-        token = set_flag(_flag_of_request(request))
+        token = set_route(_route_of_request(request))
         try:
             return self.get_response(request)
         finally:
-            reset_flag(token)
+            reset_route(token)
 
     async def _acall(self, request: Any) -> Any:
-        token = set_flag(_flag_of_request(request))
+        token = set_route(_route_of_request(request))
         try:
             return await self.get_response(request)
         finally:
-            reset_flag(token)
+            reset_route(token)
 
 
-def _flag_of_request(request: Any) -> str | None:
-    return flag_of({name.lower(): value for name, value in request.headers.items()})
+def _route_of_request(request: Any) -> Route | None:
+    return route_of({name.lower(): value for name, value in request.headers.items()})

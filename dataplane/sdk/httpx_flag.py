@@ -1,11 +1,11 @@
-"""Outgoing `httpx` calls send the request's gray flag on (the reference design's Feign
-interceptor), through event hooks:
+"""Outgoing `httpx` calls send the request's gray route on (flag, lane, versions: the
+reference design's Feign interceptor), through event hooks:
 
     httpx.Client(event_hooks=httpx_hooks())
     httpx.AsyncClient(event_hooks=httpx_async_hooks())
 
 Hooks rather than a wrapping transport: they keep the client's own transport (pool limits,
-HTTP/2, proxies) untouched, and httpx runs them in the caller's task, so they see its flag.
+HTTP/2, proxies) untouched, and httpx runs them in the caller's task, so they see its route.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Middleware that puts each request's gray flag in the context variable for the time of the
-request (and only then): ASGI and WSGI. Django's is in `django_middleware`.
+"""Middleware that puts each request's gray route (flag, lane, versions: flag.Route) in the
+context variable for the time of the request (and only then): ASGI and WSGI. Django's is in
+`django_middleware`.
 
-Both reset the flag when the request is over, so it cannot leak into the next request a
+Both reset the route when the request is over, so it cannot leak into the next request a
 server thread or task handles; the WSGI one when the response is closed, since a WSGI body is
 read after the app returns.
 """
@@ -12,25 +13,26 @@ import contextvars
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
-from .flag import BAGGAGE_HEADER, HEADER, flag_from_baggage, parse_flag, reset_flag, set_flag
+from routing_engine.hops import LANE_HEADER, VERSIONS_HEADER
+
+from .flag import BAGGAGE_HEADER, HEADER, Route, reset_route, route_from, set_route
 
 Scope = dict[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Any]
 
-_FLAG = HEADER.lower().encode("latin-1")
-_BAGGAGE = BAGGAGE_HEADER.encode("latin-1")
-_WSGI_FLAG = "HTTP_" + HEADER.upper().replace("-", "_")
-_WSGI_BAGGAGE = "HTTP_" + BAGGAGE_HEADER.upper()
+# The headers a route is read from, in route_from's order.
+_NAMES = (HEADER, LANE_HEADER, VERSIONS_HEADER, BAGGAGE_HEADER)
+_ASGI_NAMES = {name.lower().encode("latin-1"): at for at, name in enumerate(_NAMES)}
+_WSGI_NAMES = ["HTTP_" + name.upper().replace("-", "_") for name in _NAMES]
 
 
-def flag_of_scope(scope: Scope) -> str | None:
-    flag = baggage = None
+def route_of_scope(scope: Scope) -> Route | None:
+    values: list[bytes | None] = [None] * len(_NAMES)
     for name, value in scope.get("headers") or ():
-        if name == _FLAG:
-            flag = value
-        elif name == _BAGGAGE:
-            baggage = value
-    return parse_flag(flag) or flag_from_baggage(baggage)
+        at = _ASGI_NAMES.get(name)
+        if at is not None:
+            values[at] = value
+    return route_from(*values)
 
 
 class GrayFlagASGIMiddleware:
@@ -41,11 +43,11 @@ class GrayFlagASGIMiddleware:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        token = set_flag(flag_of_scope(scope))
+        token = set_route(route_of_scope(scope))
         try:
             await self.app(scope, receive, send)
         finally:
-            reset_flag(token)
+            reset_route(token)
 
 
 class GrayFlagWSGIMiddleware:
@@ -53,18 +55,17 @@ class GrayFlagWSGIMiddleware:
         self.app = app
 
     def __call__(self, environ: dict[str, Any], start_response) -> Iterable[bytes]:
-        flag = parse_flag(environ.get(_WSGI_FLAG)) or flag_from_baggage(environ.get(_WSGI_BAGGAGE))
-        token = set_flag(flag)
+        token = set_route(route_from(*(environ.get(name) for name in _WSGI_NAMES)))
         try:
             body = self.app(environ, start_response)
         except BaseException:
-            reset_flag(token)
+            reset_route(token)
             raise
         return _ClosingBody(body, token)
 
 
 class _ClosingBody:
-    """The app's body, iterated with the flag set, which `close()` (PEP 3333: the server
+    """The app's body, iterated with the route set, which `close()` (PEP 3333: the server
     always calls it) resets."""
 
     def __init__(self, body: Iterable[bytes], token: contextvars.Token):
@@ -80,4 +81,4 @@ class _ClosingBody:
             if close is not None:
                 close()
         finally:
-            reset_flag(self._token)
+            reset_route(self._token)

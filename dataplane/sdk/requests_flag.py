@@ -1,4 +1,5 @@
-"""Outgoing `requests` calls send the request's gray flag on, through a transport adapter:
+"""Outgoing `requests` calls send the request's gray route on (flag, lane, versions), through
+a transport adapter:
 
     session = gray_session()            # or session.mount(prefix, GrayFlagAdapter())
 
@@ -16,7 +17,7 @@ from .flag import outgoing_headers
 
 
 class GrayFlagAdapter(HTTPAdapter):
-    """requests' HTTPAdapter that adds the flag to each request it sends."""
+    """requests' HTTPAdapter that adds the route to each request it sends."""
 
     def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any):
         request.headers.update(outgoing_headers(request.headers))
@@ -24,7 +25,7 @@ class GrayFlagAdapter(HTTPAdapter):
 
 
 def gray_session() -> requests.Session:
-    """A requests.Session that sends the flag on, over HTTP and HTTPS."""
+    """A requests.Session that sends the route on, over HTTP and HTTPS."""
     session = requests.Session()
     for prefix in ("http://", "https://"):
         session.mount(prefix, GrayFlagAdapter())

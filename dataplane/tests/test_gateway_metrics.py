@@ -25,9 +25,9 @@ def test_a_window_becomes_samples_per_service_and_version():
     ]  # fmt: skip
     assert metrics.flush() == [], "a window is reported once"
     text = metrics.prometheus_text().decode()
-    assert 'graylane_gateway_requests_total{service="user-app",version="V1"} 100.0' in text
-    assert 'graylane_gateway_errors_total{service="user-app",version="V2"} 1.0' in text
-    assert 'graylane_gateway_latency_p95_ms{service="user-app",version="V1"} 95.0' in text
+    assert 'graylane_gateway_requests_total{lane="",service="user-app",version="V1"} 100.0' in text
+    assert 'graylane_gateway_errors_total{lane="",service="user-app",version="V2"} 1.0' in text
+    assert 'graylane_gateway_latency_p95_ms{lane="",service="user-app",version="V1"} 95.0' in text
 
 
 def test_p95_is_the_nearest_rank():

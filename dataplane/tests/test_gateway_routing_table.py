@@ -1,12 +1,13 @@
 """The routing table compiled from a gateway document: what it refuses (a document it cannot
-read as a whole), what it skips (records it cannot use: it applies the rest), and which
-instances each flag may reach."""
+read as a whole), what it skips (records it cannot use: it applies the rest), which instances
+each flag and lane may reach, and what a request of each carries on."""
 
 import json
 
 import pytest
 
-from dataplane.gateway.routing import ConfigError, RoutingTable
+from dataplane.gateway.routing import ConfigError, RoutingTable, route_key
+from routing_engine.hops import Ask, parse
 
 GRAY = {
     "enabled": True,
@@ -48,8 +49,8 @@ def compile_(doc) -> RoutingTable:
     return RoutingTable.from_document(json.dumps(doc).encode())
 
 
-def ports(table, service, flag):
-    version, instances = table.services[service].by_flag[flag]
+def ports(table, service, flag, lane=None):
+    version, instances = table.services[service].by_route[route_key(flag, lane)]
     return version, [i.port for i in instances]
 
 
@@ -265,3 +266,118 @@ def test_a_bad_service_routing_is_skipped_and_the_policys_applies(routing, recor
     assert entry.reason.startswith(f"{reason} ({inherited}")
     assert table.services["user-app"].routing == {}
     assert table.services["user-app"].decide({}, user="1001").flag == "GRAY"  # 100 % in gray
+
+
+# -- lanes -----------------------------------------------------------------------------------
+
+FEATURE_X = {
+    "name": "feature-x",
+    "priority": 100,
+    "match": {"header": {"name": "x-lane", "value": "feature-x"}, "ips": [], "cities": [],
+              "users": [], "percent": 0},
+    "members": {"user-app": {"version": "V3", "percent": 0, "targeted": True},
+                "pay-app": {"version": "V3", "percent": 0, "targeted": True}},
+}  # fmt: skip
+
+
+def with_lanes(*lanes, **changes) -> dict:
+    doc = document(lanes=list(lanes), gray_priority=1000, **changes)
+    doc["services"]["user-app"]["instances"].append(
+        {"id": "c", "host": "10.0.0.3", "port": 7003, "version": "V3", "weight": 1}
+    )
+    return doc
+
+
+def route_of(table, key: str) -> tuple[dict[str, str], str]:
+    """(the headers a request of that route carries on, its baggage members)."""
+    route = table.routes[key]
+    lines = route.lines.decode().strip().split("\r\n")
+    return dict(line.split(": ", 1) for line in lines), route.baggage.decode()
+
+
+def test_a_lane_reaches_its_members_versions_and_prod_elsewhere():
+    table = compile_(with_lanes(FEATURE_X))
+    assert ports(table, "user-app", "GRAY", "feature-x") == ("V3", [7003])
+    # order-app is no member: prod (it has no instance: nothing, as for PROD).
+    assert ports(table, "order-app", "GRAY", "feature-x") == ("V1", [])
+    assert ports(table, "user-app", "GRAY") == ("V2", [7002])  # the gray lane as before
+    assert ports(table, "user-app", "PROD") == ("V1", [7001])
+    decide = table.services["user-app"].decide
+    decision = decide({"x-lane": "feature-x", "gray": "gray-996"})
+    assert (decision.flag, decision.lane) == ("GRAY", "feature-x")  # priority 100 < 1000
+    assert decide({"gray": "gray-996"}).lane == "gray"
+    assert b"x-lane" in table.decision_headers
+
+
+def test_a_member_version_with_no_instance_falls_back_to_prod():
+    doc = with_lanes(FEATURE_X)
+    doc["services"]["user-app"]["instances"].pop()  # no V3 instance left
+    table = compile_(doc)
+    assert ports(table, "user-app", "GRAY", "feature-x") == ("V1", [7001])
+
+
+def test_each_route_carries_its_flag_lane_and_the_versions_of_every_later_hop():
+    doc = with_lanes(FEATURE_X)
+    doc["services"]["order-app"]["quarantined"] = ["V2"]
+    table = compile_(doc)
+    headers, baggage = route_of(table, "feature-x")
+    assert baggage == "graylane.gray=GRAY,graylane.lane=feature-x"
+    assert headers["x-gray-status"] == "GRAY" and headers["x-gray-lane"] == "feature-x"
+    versions = parse(headers["x-gray-versions"])
+    assert versions.ask("user-app") == Ask("V3", "V1")
+    assert versions.ask("pay-app") == Ask("V3", "V1")  # a member the document has no entry of
+    assert versions.ask("order-app") == Ask("V1")
+    assert versions.ask("any-other") == Ask("V1")
+    assert versions.excluded("order-app") == {"V2"}
+
+    headers, baggage = route_of(table, "gray")
+    assert (headers["x-gray-lane"], baggage) == ("gray", "graylane.gray=GRAY,graylane.lane=gray")
+    assert parse(headers["x-gray-versions"]).ask("user-app") == Ask("V2", "V1")
+    headers, baggage = route_of(table, "PROD")
+    assert "x-gray-lane" not in headers and baggage == "graylane.gray=PROD"
+    assert headers["x-gray-versions"] == "*=V1,!order-app=V2"
+    # ALL asks for nothing: only the quarantines go on.
+    assert route_of(table, "ALL")[0]["x-gray-versions"] == "!order-app=V2"
+
+
+def test_versions_are_not_sent_for_all_without_quarantines_nor_with_routing_off():
+    table = compile_(with_lanes(FEATURE_X))
+    assert "x-gray-versions" not in route_of(table, "ALL")[0]
+    doc = with_lanes(FEATURE_X)
+    doc["gray"]["routing"] = False
+    table = compile_(doc)
+    assert "x-gray-versions" not in route_of(table, "feature-x")[0]
+    assert ports(table, "user-app", "GRAY", "feature-x") == (None, [7001, 7002, 7003])
+
+
+def test_a_quarantined_version_is_never_a_candidate_even_if_listed():
+    doc = with_lanes(FEATURE_X)
+    doc["services"]["user-app"]["quarantined"] = ["V3"]  # its instance listed all the same
+    table = compile_(doc)
+    assert ports(table, "user-app", "GRAY", "feature-x") == ("V1", [7001])
+    assert ports(table, "user-app", "ALL") == (None, [7001, 7002])
+
+
+def test_a_bad_lane_is_skipped_and_the_rest_applied():
+    doc = with_lanes(FEATURE_X, {**FEATURE_X, "name": "Bad Name"}, {**FEATURE_X, "name": "p",
+                     "priority": -1})  # fmt: skip
+    table = compile_(doc)
+    assert set(table.lanes) == {"feature-x"}
+    assert skipped(table) == {
+        "lanes[1]": "'Bad Name' is not a lane name: 1-63 lower-case letters, digits and '-', "
+        "a letter or digit first.",
+        "lanes[p]": "priority: Must be a whole number from 0 to 1000000, got -1.",
+    }
+    assert ports(table, "user-app", "GRAY", "feature-x") == ("V3", [7003])
+    assert set(table.routes) == {"ALL", "PROD", "gray", "feature-x"}
+
+
+def test_a_document_without_lanes_routes_and_sends_as_before_lanes():
+    table = compile_(document())
+    assert set(table.routes) == {"ALL", "PROD", "gray"}
+    headers, _ = route_of(table, "gray")
+    assert headers == {
+        "x-gray-status": "GRAY",
+        "x-gray-lane": "gray",
+        "x-gray-versions": "*=V2/V1",
+    }

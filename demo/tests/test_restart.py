@@ -10,7 +10,7 @@ from registry_sync.models import Instance, Service
 from testing.demo_processes import DemoInstance
 from testing.fakes.nacos_fake import FakeNacos
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 
 
 @pytest.fixture

@@ -16,6 +16,9 @@ from testing.demo_processes import (
     fresh_dashboard,
     manage,
 )
+from testing.waiting import wait_until
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -39,14 +42,6 @@ def registered(dashboard, service: str) -> list[tuple[int, str | None]]:
     return sorted((i.port, i.version) for i in asyncio.run(listed()))
 
 
-def wait_for(predicate, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-    return value
-
-
 @pytest.fixture(scope="module")
 def fleet(dashboard):
     """user-app V1 (calling order-app) and order-app V1 and V2, registered."""
@@ -59,9 +54,9 @@ def fleet(dashboard):
         for instance in instances:
             instance.start()
         ports = sorted((i.port, i.version) for i in instances[1:])
-        wait_for(lambda: registered(dashboard, "order-app") == ports)
+        wait_until(lambda: registered(dashboard, "order-app") == ports)
         # user-app's balancer reads the list in the background, every second.
-        wait_for(lambda: sees_both_versions(instances[0]))
+        wait_until(lambda: sees_both_versions(instances[0]))
         yield instances
     finally:
         for instance in instances:
@@ -116,7 +111,7 @@ def test_an_instance_taken_offline_in_the_dashboard_gets_no_more_calls(fleet, da
         rows = answer.json()["results"] if answer.status_code == 200 else []
         return {row["port"]: row["id"] for row in rows}.get(order_v2.port)
 
-    instance_id = wait_for(order_v2_id)
+    instance_id = wait_until(order_v2_id)
 
     def gray_goes_to() -> str:
         return hello(user_v1, **{"X-Gray-Status": "GRAY"}).json()["downstream"]["version"]
@@ -124,9 +119,9 @@ def test_an_instance_taken_offline_in_the_dashboard_gets_no_more_calls(fleet, da
     assert gray_goes_to() == "V2"
     assert api.post(f"/api/v1/instances/{instance_id}/offline/").status_code == 202
     # No gray instance left: GRAY falls back to prod (within the list's 1 s lifetime).
-    wait_for(lambda: gray_goes_to() == "V1", timeout=3)
+    wait_until(lambda: gray_goes_to() == "V1", timeout=3)
     assert api.post(f"/api/v1/instances/{instance_id}/online/").status_code == 202
-    wait_for(lambda: gray_goes_to() == "V2", timeout=10)
+    wait_until(lambda: gray_goes_to() == "V2", timeout=10)
 
 
 def test_the_error_switch_of_an_instance(fleet):
@@ -157,7 +152,7 @@ def test_unknown_paths_are_404(fleet):
 def test_an_instance_registers_with_its_version_and_deregisters_when_stopped(dashboard):
     instance = DemoInstance(dashboard.url, "stock-app", "V3")
     with instance:
-        wait_for(lambda: registered(dashboard, "stock-app") == [(instance.port, "V3")])
+        wait_until(lambda: registered(dashboard, "stock-app") == [(instance.port, "V3")])
     # Gone at once (the beat timeout would take 15 s): it deregistered on SIGTERM.
     assert registered(dashboard, "stock-app") == []
 
@@ -168,7 +163,7 @@ def test_user_app_keeps_calling_order_app_while_the_registry_is_down(tmp_path):
         user = DemoInstance(own_dashboard.url, "user-app", "V1", "--downstream", "order-app")
         try:
             user.start()
-            wait_for(lambda: registered(own_dashboard, "order-app") == [(order.port, "V1")])
+            wait_until(lambda: registered(own_dashboard, "order-app") == [(order.port, "V1")])
             assert hello(user).json()["downstream"]["instance"] == f"127.0.0.1:{order.port}"
             own_dashboard.stop()
             time.sleep(1.5)  # past the list's lifetime: the next request reads it again

@@ -11,7 +11,12 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from demo.supervisor import Child
+from testing.waiting import wait_until
+
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,13 +29,12 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def wait_gone(pid: int, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+def pid_in(pid_file: Path, writer: subprocess.Popen | None = None) -> int:
+    def written() -> str:
+        assert writer is None or writer.poll() is None, "the process writing it died"
+        return pid_file.exists() and pid_file.read_text().strip()
+
+    return int(wait_until(written, what=f"a pid in {pid_file.name}"))
 
 
 def test_stopping_a_child_stops_what_it_forked(tmp_path):
@@ -38,13 +42,11 @@ def test_stopping_a_child_stops_what_it_forked(tmp_path):
     # A shell that forks a sleep and ignores SIGTERM itself: the group's SIGKILL ends both.
     script = f"trap '' TERM; sleep 60 & echo $! > {pid_file}; wait"
     child = Child("shell", ["sh", "-c", script]).start()
-    while not pid_file.exists() or not pid_file.read_text().strip():
-        time.sleep(0.02)
-    grandchild = int(pid_file.read_text())
+    grandchild = pid_in(pid_file)
     started = time.monotonic()
     child.stop(timeout=0.5)
     assert child.exited() is not None
-    assert wait_gone(grandchild)
+    wait_until(lambda: not alive(grandchild), 5, "the grandchild to be gone")
     assert time.monotonic() - started < 5
 
 
@@ -61,14 +63,12 @@ def test_a_supervisor_killed_outright_leaves_no_child(tmp_path):
     )
     popen = subprocess.Popen([sys.executable, "-c", supervisor], cwd=REPO)
     try:
-        while not pid_file.exists() or not pid_file.read_text().strip():
-            assert popen.poll() is None
-            time.sleep(0.02)
-        child = int(pid_file.read_text())
+        child = pid_in(pid_file, popen)
         assert alive(child)
         os.kill(popen.pid, signal.SIGKILL)  # no chance to clean up
         popen.wait(5)
-        assert wait_gone(child)  # the kernel sent it SIGTERM (PR_SET_PDEATHSIG)
+        # The kernel sent it SIGTERM (PR_SET_PDEATHSIG).
+        wait_until(lambda: not alive(child), 5, "the child to be gone")
     finally:
         if popen.poll() is None:
             popen.kill()

@@ -3,7 +3,6 @@ its v1 HTTP API) over loopback, logged in as a `service` user as against a Nacos
 enabled, and the sync picking up each change."""
 
 import logging
-import time
 
 import httpx
 import nacos
@@ -65,7 +64,9 @@ def test_register_list_and_sync(client, registry):
     assert again.rows_written == 0 and again.unchanged == 2
 
 
-def test_heartbeat_keeps_an_instance_healthy_and_expiry_follows_nacos(client, registry):
+def test_heartbeat_keeps_an_instance_healthy_and_expiry_follows_nacos(
+    client, registry, registry_clock
+):
     short = {
         "version": "V1",
         "preserved.heart.beat.timeout": "1000",
@@ -77,8 +78,8 @@ def test_heartbeat_keeps_an_instance_healthy_and_expiry_follows_nacos(client, re
     )
     sync_registry(registry)
     assert instance_state("10.0.1.1") == "UP"
-    for _ in range(3):
-        time.sleep(0.4)
+    for _ in range(3):  # 1.2 s in all, longer than the beat timeout, each beat within it
+        registry_clock.advance(0.4)
         beat = client.send_heartbeat(
             "order-app", "10.0.1.1", 7301, cluster_name="DEFAULT", metadata=short
         )
@@ -86,12 +87,12 @@ def test_heartbeat_keeps_an_instance_healthy_and_expiry_follows_nacos(client, re
     sync_registry(registry)
     assert instance_state("10.0.1.1") == "UP"
 
-    time.sleep(1.2)  # past the beat timeout, not yet the delete timeout
+    registry_clock.advance(1.2)  # past the beat timeout, not yet the delete timeout
     assert client.list_naming_instance("order-app")["hosts"][0]["healthy"] is False
     sync_registry(registry)
     assert instance_state("10.0.1.1") == "UNHEALTHY"
 
-    time.sleep(1.0)  # past the delete timeout: gone from the registry, kept by us as DOWN
+    registry_clock.advance(1.0)  # past the delete timeout: gone from the registry, DOWN here
     assert client.list_naming_instance("order-app")["hosts"] == []
     summary = sync_registry(registry)
     assert summary.gone == 1

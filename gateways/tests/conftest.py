@@ -1,22 +1,8 @@
-import time
-
 import pytest
 from django.db import connection
 
 from gateways.models import Gateway
 from testing.processes import AsgiServer, database_url, django_env
-
-
-def wait_until(predicate, timeout: float = 10.0, what: str = "the condition"):
-    """Poll `predicate` until it returns something truthy; that value, or fail."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"Timed out after {timeout:g}s waiting for {what}.")
-        time.sleep(0.02)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from accounts.models import ApiToken
 from gateways import generation
 from gateways.models import Gateway
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 CONFIG = "/api/v1/gateway-config/"
 
 
@@ -80,7 +80,7 @@ def test_a_long_poll_answers_304_after_wait_seconds(server, make_gateway):
     elapsed = time.monotonic() - started
     assert response.status_code == 304
     assert response.headers["ETag"] == f'"{known}"'
-    assert 0.5 <= elapsed < 1.5
+    assert 0.5 <= elapsed < 10 * 0.5  # at its wait's end, not before, nor long after
     gateway.refresh_from_db()
     assert gateway.last_seen is not None, "each poll records that the gateway was seen"
 
@@ -132,7 +132,7 @@ def test_fifty_concurrent_long_polls_do_not_exhaust_the_server(server, make_gate
     assert [r.status_code for r in responses] == [200] * 50
     assert {r.json()["generation"] for r in responses} == {known + 1}
     assert len({r.content for r in responses}) == 1, "every gateway gets the same bytes"
-    assert elapsed < 2.0
+    assert elapsed < 5.0  # woken by the publish: their own wait is 30 s
     # A waiting gateway is a coroutine, not a thread (gateways/protocol/asgi.py).
     assert threads_waiting - threads_before < 10, (threads_before, threads_waiting)
     assert Gateway.objects.filter(last_seen__isnull=False).count() == 50
@@ -146,6 +146,8 @@ def test_a_generation_made_in_another_process_wakes_the_servers_pollers(server, 
     known = current_generation(server, token)
     with ThreadPoolExecutor(1) as pool:
         poll = start_poll(pool, server, token, known)
+        # The poll is waiting before the change (nothing in the server to ask): one made after
+        # it would be answered at once and show nothing of the wake-up across processes.
         time.sleep(0.5)
         started = time.monotonic()
         # This test process stands in for a Celery worker noticing an instance change.

@@ -8,8 +8,8 @@ import yaml
 
 from gateways import generation, yaml_layout
 from gateways.models import Gateway
-from gateways.tests.conftest import wait_until
 from testing.fakes.nacos_config_fake import FakeNacosConfig
+from testing.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,6 +72,7 @@ def nacos_gateway(make_gateway, nacos):
     return make_nacos_gateway(make_gateway, nacos)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", ["1.x", "2.x", "3.x"])
 def test_a_nacos_gateway_gets_the_yaml_published_and_confirmed(
     celery_worker, make_gateway, version
@@ -92,6 +93,7 @@ def test_a_nacos_gateway_gets_the_yaml_published_and_confirmed(
         assert published["accessToken"]
 
 
+@pytest.mark.slow
 def test_other_content_read_back_means_failing(celery_worker, nacos, nacos_gateway):
     nacos.put_config("gateway-app.yaml", "DEFAULT_GROUP", "dev", "someone: else\n")
     nacos.lose_writes = True
@@ -105,6 +107,7 @@ def test_other_content_read_back_means_failing(celery_worker, nacos, nacos_gatew
     assert gateway.acked_generation < number
 
 
+@pytest.mark.slow
 def test_a_wrong_password_means_failing_with_the_reason(celery_worker, nacos, nacos_gateway):
     Gateway.objects.filter(pk=nacos_gateway.pk).update(nacos_password="wrong")
     generation.bump("test")
@@ -116,6 +119,7 @@ def test_a_wrong_password_means_failing_with_the_reason(celery_worker, nacos, na
     assert nacos.config("gateway-app.yaml", "DEFAULT_GROUP", "dev") is None
 
 
+@pytest.mark.slow
 def test_a_nacos_endpoint_at_a_metadata_address_is_never_published_to(celery_worker, make_gateway):
     gateway, _, _ = make_gateway("meta", Gateway.NACOS, "http://169.254.169.254:8848/nacos")
     generation.bump("test")

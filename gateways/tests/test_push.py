@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from gateways import delivery, generation
 from gateways.models import Gateway
-from gateways.tests.conftest import wait_until
 from testing.fakes.receiver import PushReceiver
+from testing.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,6 +31,7 @@ def acked(gateway: Gateway, number: int):
     return lambda: Gateway.objects.filter(pk=gateway.pk, acked_generation=number).first()
 
 
+@pytest.mark.slow
 def test_a_signed_push_is_verified_applied_and_acked(celery_worker, receiver, push_gateway):
     number = generation.bump("test")
     gateway = wait_until(acked(push_gateway, number), what="the ack")
@@ -43,6 +44,7 @@ def test_a_signed_push_is_verified_applied_and_acked(celery_worker, receiver, pu
     assert headers["x-graylane-gateway"] == "edge"
 
 
+@pytest.mark.slow
 def test_pushes_to_a_gateway_share_one_kept_alive_connection(celery_worker, receiver, push_gateway):
     numbers = []
     for reason in ("one", "two", "three"):
@@ -52,6 +54,7 @@ def test_pushes_to_a_gateway_share_one_kept_alive_connection(celery_worker, rece
     assert receiver.connections_accepted == 1
 
 
+@pytest.mark.slow
 def test_a_receiver_with_another_secret_refuses_it(celery_worker, receiver, push_gateway):
     receiver.secret = "not the gateway's secret"
     number = generation.bump("test")
@@ -65,6 +68,7 @@ def test_a_receiver_with_another_secret_refuses_it(celery_worker, receiver, push
     assert gateway.status_at(number, gateway.last_attempt_at) == "failing"
 
 
+@pytest.mark.slow
 def test_deliveries_retry_until_the_gateway_is_back_and_end_on_the_newest(
     celery_worker, receiver, push_gateway
 ):
@@ -88,6 +92,7 @@ def test_deliveries_retry_until_the_gateway_is_back_and_end_on_the_newest(
     assert gateway.attempts == 0 and gateway.last_error == ""
 
 
+@pytest.mark.slow
 def test_two_publishes_in_quick_succession_end_on_the_newer(celery_worker, receiver, push_gateway):
     generation.bump("one")
     newer = generation.bump("two")
@@ -96,6 +101,7 @@ def test_two_publishes_in_quick_succession_end_on_the_newer(celery_worker, recei
     assert receiver.applied == sorted(receiver.applied)
 
 
+@pytest.mark.slow
 def test_an_unreachable_gateway_fails_until_its_endpoint_is_fixed(
     celery_worker, api, make_gateway, receiver
 ):
@@ -115,6 +121,7 @@ def test_an_unreachable_gateway_fails_until_its_endpoint_is_fixed(
     assert receiver.applied == [number]
 
 
+@pytest.mark.slow
 def test_one_delivery_serves_every_push_gateway_and_a_failing_one_holds_up_no_other(
     celery_worker, make_gateway
 ):
@@ -159,6 +166,7 @@ def test_a_delivery_queued_before_the_database_was_reset_is_dropped(make_gateway
     assert receiver.applied == [number]
 
 
+@pytest.mark.slow
 def test_a_gateway_that_hung_up_an_idle_connection_gets_the_next_push_once(
     celery_worker, receiver, push_gateway
 ):

@@ -10,11 +10,12 @@ from django.db import connection
 
 from gateways import generation
 from gateways.models import Gateway
-from gateways.tests.conftest import wait_until
 from testing.fakes.receiver import PushReceiver
 from testing.processes import CeleryWorker, database_url, django_env
+from testing.waiting import wait_until
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         not settings.REDIS_URL or connection.vendor != "postgresql",

@@ -234,11 +234,11 @@ def test_server_error_is_a_registry_error(eureka, make_adapter):
 
 def test_timeout_is_a_registry_error(eureka, make_adapter):
     adapter = make_adapter(eureka.url, timeout=0.25)
-    eureka.delay(2.0)
+    eureka.delay(5.0)
     started = time.monotonic()
     with pytest.raises(RegistryError, match="did not answer within 0.25s"):
         adapter.list_services()
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 10 * 0.25  # gave up long before the answer came
 
 
 def test_connection_refused_is_a_registry_error(make_adapter):

@@ -384,12 +384,12 @@ def test_probe_failure_is_a_registry_error(make_adapter):
 def test_timeout_is_a_registry_error(version, make_adapter):
     with FakeNacos(version=version) as fake:
         adapter = make_adapter(fake, api_version=expected_api(version), timeout=0.25)
-        fake.delay(2.0)
+        fake.delay(5.0)
 
         started = time.monotonic()
         with pytest.raises(RegistryError, match="did not answer within 0.25s"):
             adapter.list_services()
-        assert time.monotonic() - started < 1.5
+        assert time.monotonic() - started < 10 * 0.25  # gave up long before the answer came
 
 
 def test_connection_refused_is_a_registry_error():

@@ -12,6 +12,7 @@ from releases import webhooks
 from releases.models import ReleaseEvent, Webhook, WebhookDelivery
 from releases.tests.conftest import started_release
 from testing.fakes.http_fake import FakeHTTPServer, FakeRequest, FakeResponse, json_reply
+from testing.waiting import wait_until
 
 SECRET = "webhook-secret-for-tests"
 
@@ -77,15 +78,7 @@ def test_a_refused_or_unreachable_delivery_is_logged_with_its_error(receiver, fl
     assert receiver.bad_signatures == ["Signature does not match."]
 
 
-def wait_for(condition, timeout: float):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError("not in time")
-
-
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_worker_notifies_and_retries_with_backoff(receiver, fleet, celery_worker):  # noqa: F811
     Webhook.objects.create(name="ci", url=receiver.url + "/hook", secret=SECRET)
@@ -93,9 +86,9 @@ def test_the_worker_notifies_and_retries_with_backoff(receiver, fleet, celery_wo
     receiver.fail_with(503)
     release = started_release()
     started = ReleaseEvent.objects.get(release=release, kind="started")
-    wait_for(lambda: WebhookDelivery.objects.filter(event=started).exists(), timeout=5)
+    wait_until(lambda: WebhookDelivery.objects.filter(event=started).exists(), timeout=5)
     receiver.fail_with(None)
-    wait_for(lambda: WebhookDelivery.objects.filter(event=started, ok=True).exists(), timeout=10)
+    wait_until(lambda: WebhookDelivery.objects.filter(event=started, ok=True).exists(), timeout=10)
     attempts = list(
         WebhookDelivery.objects.filter(event=started)
         .order_by("attempt")

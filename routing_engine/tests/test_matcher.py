@@ -219,6 +219,7 @@ def test_raising_percent_keeps_users_already_in_gray(policy):
     assert gray_at_10 < gray_at_30
 
 
+@pytest.mark.slow
 def test_percent_is_sticky_across_processes(policy):
     users = [f"u{n}" for n in range(2_000)]
     matcher = GrayMatcher(policy(enabled=True, percent=37))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from routing_engine.records import host_problem, read_instances, usable_version
+from routing_engine.records import host_problem, read_instances, read_services, usable_version
 
 
 @pytest.mark.parametrize(
@@ -61,3 +61,22 @@ def test_a_list_keeps_its_usable_instances_in_order_and_names_the_rest():
         ("services.s.instances[2]", "id: 7 is not an instance id"),
         ("services.s.instances[d]", "port: 65536 is not a port"),
     ]
+
+
+def test_a_service_entry_reads_its_quarantined_versions_and_skips_a_bad_list_alone():
+    entry = {"prod": "V1", "gray": "V2", "instances": [], "quarantined": ["V3", " V4 "]}
+    read = read_services({"user-app": entry, "order-app": {**entry, "quarantined": "V3"}})
+    assert read.entries["user-app"].quarantined == {"V3", "V4"}
+    assert read.entries["order-app"].quarantined == frozenset()  # the rest of it is used
+    assert [(s.record, s.reason) for s in read.skipped] == [
+        (
+            "services.order-app.quarantined",
+            "'V3' is not a list of versions; ignored (the document leaves out their "
+            "instances all the same)",
+        )
+    ]
+    assert (
+        read_services({"s": {**entry, "quarantined": [""]}})
+        .skipped[0]
+        .reason.startswith("'' is empty, not a version;")
+    )

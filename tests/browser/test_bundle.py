@@ -10,7 +10,7 @@ from policy.services import update_policy
 from registry_sync.models import Service
 from releases.models import Release
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a uvicorn of its own (asgi_server)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 
 from gateways.models import Gateway
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a uvicorn of its own (asgi_server)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from gateways import generation
 from gateways.models import Gateway
 from registry_sync.models import Service
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a uvicorn of its own (asgi_server)
 RECORD = "services.user-app.instances[10.0.0.5#7201#DEFAULT#user-app]"
 
 

@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from registry_sync.models import Instance, Service
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a uvicorn of its own (asgi_server)
 
 DRAIN_SECONDS = 1.5
 

@@ -16,7 +16,7 @@ from gateways.models import Gateway
 from registry_sync.models import Service
 from testing.gateway_lab import FAIL_SUFFIX, Lab, UpstreamFleet
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a uvicorn of its own (asgi_server)
 
 
 @pytest.fixture

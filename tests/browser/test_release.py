@@ -11,7 +11,7 @@ from registry_sync.models import Service
 from releases.models import Release
 from tests.browser.test_live_charts import Traffic
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a uvicorn of its own (asgi_server)
 
 
 @pytest.fixture

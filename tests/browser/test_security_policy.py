@@ -20,11 +20,11 @@ def test_the_api_docs_render_under_the_policy(page):
 def test_an_inline_script_would_be_blocked(page, live_server):
     # The fixture's check is not vacuous: the policy really blocks inline script here.
     page.goto("/accounts/login/")
-    page.evaluate(
-        "() => { const s = document.createElement('script');"
-        " s.textContent = 'window.ran = true'; document.body.appendChild(s); }"
-    )
-    page.wait_for_timeout(200)  # the console message may trail the evaluation
+    with page.expect_console_message(lambda message: "inline script" in message.text):
+        page.evaluate(
+            "() => { const s = document.createElement('script');"
+            " s.textContent = 'window.ran = true'; document.body.appendChild(s); }"
+        )
     assert page.evaluate("() => window.ran") is None
     assert any("inline script" in text for text in page.blocked_by_csp), page.blocked_by_csp
     page.blocked_by_csp.clear()  # expected here

@@ -6,8 +6,9 @@
     uvicorn dataplane.sdk.tests.celery_app:service                      # publishes
 
 `GET /task` (or `/{service}/task`, through a gateway) publishes `who` under the request's
-flag and answers what it returned: the flag the task saw and the worker (WORKER_NAME) that
-ran it. The queue is SDK_TEST_QUEUE, so parallel runs on one Redis do not meet.
+route and answers what it returned: the route the task saw (its flag; its lane and versions
+when it has them) and the worker (WORKER_NAME) that ran it. The queue is SDK_TEST_QUEUE, so
+parallel runs on one Redis do not meet; the tasks are consumed by service `order-app`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import os
 from celery import Celery
 
 from dataplane.sdk import celery_flag
-from dataplane.sdk.flag import current_flag
+from dataplane.sdk.flag import current_flag, current_route
 from dataplane.sdk.middleware import GrayFlagASGIMiddleware
 
 app = Celery("sdk_tests", broker=os.environ["REDIS_URL"], backend=os.environ["REDIS_URL"])
@@ -28,6 +29,7 @@ app.conf.broker_connection_retry_on_startup = True
 celery_flag.install(
     app,
     "V2",
+    service="order-app",
     fallback=os.environ.get("SDK_TEST_FALLBACK", "true") == "true",
     probe_interval_s=0.5,
 )
@@ -35,7 +37,13 @@ celery_flag.install(
 
 @app.task
 def who() -> dict:
-    return {"flag": current_flag(), "worker": os.environ.get("WORKER_NAME")}
+    seen = {"flag": current_flag(), "worker": os.environ.get("WORKER_NAME")}
+    route = current_route()
+    if route is not None and route.lane is not None:
+        seen["lane"] = route.lane
+    if route is not None and route.versions is not None:
+        seen["versions"] = route.versions
+    return seen
 
 
 async def _service(scope, receive, send) -> None:

@@ -8,10 +8,12 @@
 SDK's lifecycle, REGISTRY_USERNAME / REGISTRY_PASSWORD from the environment.) Routes are
 matched by their last path segment, so `/chain/fanout` through the gateway is `/fanout`.
 
-`/echo` answers the flag headers it received; `/flag` the flag in the context; `/fanout`
-(ASGI) reports the flag as seen across every hop the SDK must carry it over, each outgoing
-call going to `/echo` of the same process; the WSGI app's `/call` calls `/echo` with
-requests from a thread of ContextThreadPoolExecutor, to the ECHO_URL given.
+`/echo` answers the flag headers it received (and the lane and versions headers, when it
+received them); `/flag` the flag in the context, `/route` the whole route; `/fanout` (ASGI)
+reports the flag (and under `routes`, the whole route) as seen across every hop the SDK must
+carry it over, each outgoing call going to `/echo` of the same process; the WSGI app's `/call`
+calls `/echo` with requests from a thread of ContextThreadPoolExecutor, to the ECHO_URL
+given.
 """
 
 from __future__ import annotations
@@ -27,7 +29,12 @@ import httpx
 import uvicorn
 
 from dataplane.registry_client import NamingClient
-from dataplane.sdk.flag import ContextThreadPoolExecutor, current_flag, run_with_flag
+from dataplane.sdk.flag import (
+    ContextThreadPoolExecutor,
+    current_flag,
+    current_route,
+    run_with_flag,
+)
 from dataplane.sdk.httpx_flag import httpx_async_hooks, httpx_hooks
 from dataplane.sdk.lifecycle import Lifecycle
 from dataplane.sdk.middleware import GrayFlagASGIMiddleware, GrayFlagWSGIMiddleware
@@ -44,7 +51,16 @@ session = gray_session()
 
 
 def _echoed(headers) -> dict:
-    return {"header": headers.get("x-gray-status"), "baggage": headers.get("baggage")}
+    echoed = {"header": headers.get("x-gray-status"), "baggage": headers.get("baggage")}
+    for key, name in (("lane", "x-gray-lane"), ("versions", "x-gray-versions")):
+        if name in headers:
+            echoed[key] = headers[name]
+    return echoed
+
+
+def _route() -> list | None:
+    route = current_route()
+    return None if route is None else [route.flag, route.lane, route.versions]
 
 
 def _httpx_sync() -> dict:
@@ -70,7 +86,14 @@ async def _fanout() -> dict:
 
     task = asyncio.create_task(in_task())
     await asyncio.sleep(0)
+    routes = {
+        "request": _route(),
+        "to_thread_in_task": await asyncio.create_task(asyncio.to_thread(_route)),
+        "context_pool": await loop.run_in_executor(carrying_pool, _route),
+        "plain_pool_run_with_flag": plain_pool.submit(run_with_flag(_route)).result(),
+    }
     return {
+        "routes": routes,
         "version": os.environ.get("FLAG_APP_VERSION"),
         "request": current_flag(),
         "create_task": await task,
@@ -102,6 +125,8 @@ async def asgi_app(scope, receive, send) -> None:
         await _answer(send, _echoed(headers))
     elif route == "fanout":
         await _answer(send, await _fanout())
+    elif route == "route":
+        await _answer(send, {"route": _route()})
     else:
         await _answer(send, {"flag": current_flag()})
 
@@ -109,6 +134,8 @@ async def asgi_app(scope, receive, send) -> None:
 def wsgi_app(environ, start_response):
     if environ["PATH_INFO"] == "/echo":
         body = {"header": environ.get("HTTP_X_GRAY_STATUS"), "baggage": environ.get("HTTP_BAGGAGE")}
+    elif environ["PATH_INFO"] == "/route":
+        body = {"route": _route()}
     elif environ["PATH_INFO"] == "/call":
         body = {"flag": current_flag(), "requests": carrying_pool.submit(_requests).result()}
     else:

@@ -12,6 +12,8 @@ from dataplane.sdk.flag import current_flag, use_flag
 from dataplane.sdk.middleware import GrayFlagASGIMiddleware, GrayFlagWSGIMiddleware
 from testing.processes import Process, free_port
 
+pytestmark = pytest.mark.slow
+
 GRAY_BAGGAGE = "graylane.gray=GRAY"
 
 
@@ -115,3 +117,40 @@ def test_the_middleware_restores_the_callers_flag_when_the_request_is_over():
 
     assert asyncio.run(serve_one()) is None
     assert seen == [b"GRAY", "GRAY"]
+
+
+LANE_ROUTE = {
+    "X-Gray-Status": "GRAY",
+    "X-Gray-Lane": "feature-x",
+    "X-Gray-Versions": "*=V1,order-app=V3/V1,!pay-app=V2",
+}
+
+
+def test_the_lane_and_versions_go_on_unchanged_over_every_hop(asgi):
+    seen = httpx.get(asgi.url + "/fanout", headers=LANE_ROUTE).json()
+    route = ["GRAY", "feature-x", LANE_ROUTE["X-Gray-Versions"]]
+    assert seen["routes"] == dict.fromkeys(
+        ("request", "to_thread_in_task", "context_pool", "plain_pool_run_with_flag"), route
+    )
+    baggage = "graylane.gray=GRAY,graylane.lane=feature-x"
+    sent = {"header": "GRAY", "lane": "feature-x", "versions": LANE_ROUTE["X-Gray-Versions"]}
+    for client in ("httpx_async", "httpx_async_in_task", "httpx_sync"):
+        assert seen[client] == {**sent, "baggage": baggage}, client
+    assert seen["requests"] == {**sent, "baggage": f"tenant=acme,{baggage}"}
+
+
+@pytest.mark.parametrize("kind", ["asgi", "wsgi"])
+def test_a_lane_is_read_with_its_flag_from_the_headers_or_else_the_baggage(request, kind):
+    app = request.getfixturevalue(kind)
+
+    def route(**headers):
+        return httpx.get(app.url + "/route", headers=headers).json()["route"]
+
+    assert route(**LANE_ROUTE) == ["GRAY", "feature-x", LANE_ROUTE["X-Gray-Versions"]]
+    lane_baggage = {"baggage": "graylane.lane=feature-x, graylane.gray=GRAY"}
+    assert route(**lane_baggage) == ["GRAY", "feature-x", None]
+    # A flag from the header takes its lane from the header only; PROD has no lane; a lane
+    # that is no lane name is none (the gray lane).
+    assert route(**{"X-Gray-Status": "GRAY"}, **lane_baggage) == ["GRAY", None, None]
+    assert route(**{**LANE_ROUTE, "X-Gray-Status": "PROD"})[:2] == ["PROD", None]
+    assert route(**{**LANE_ROUTE, "X-Gray-Lane": "Feature X"})[:2] == ["GRAY", None]

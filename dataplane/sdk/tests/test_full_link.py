@@ -6,9 +6,12 @@ import sys
 import time
 
 import httpx
+import pytest
 
 from testing.demo_processes import FLEET_PASSWORD, FLEET_USER
 from testing.processes import Process, django_env, free_port
+
+pytestmark = pytest.mark.slow
 
 GRAY_REQUEST = {"gray": "gray-996"}  # the header rule of demo_setup --demo's policy
 

@@ -15,6 +15,7 @@ import pytest
 from dataplane.sdk.lifecycle import SHUTTING_DOWN_HEADER, Lifecycle, from_env
 from testing.fakes.nacos_fake import FakeNacos
 from testing.processes import Process, free_port
+from testing.waiting import async_wait_until, wait_until
 
 
 class Instance(Process):
@@ -31,31 +32,26 @@ class Instance(Process):
             return False
 
 
-def wait_for(condition, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
 @pytest.fixture
 def nacos():
     with FakeNacos() as fake:
         yield fake
 
 
+@pytest.mark.slow
 def test_registered_only_once_warm(nacos):
     with Instance(nacos.url, "--warmup-s", "1.5") as instance:
         began = time.monotonic()
         assert nacos.instance("svc", "127.0.0.1", instance.port) is None  # serving, not listed
-        wait_for(lambda: nacos.instance("svc", "127.0.0.1", instance.port) is not None)
+        wait_until(lambda: nacos.instance("svc", "127.0.0.1", instance.port) is not None)
         assert time.monotonic() - began >= 1.0
         assert httpx.post(instance.url + "/work").status_code == 200  # warm when listed
 
 
+@pytest.mark.slow
 def test_sigterm_disables_then_drains_with_the_marker_then_deregisters(nacos):
     with Instance(nacos.url, "--drain-s", "2") as instance:
-        wait_for(lambda: nacos.instance("svc", "127.0.0.1", instance.port) is not None)
+        wait_until(lambda: nacos.instance("svc", "127.0.0.1", instance.port) is not None)
         sent: list[tuple[float, httpx.Response]] = []
 
         def keep_calling() -> None:  # requests keep coming from before SIGTERM: never quiet
@@ -69,12 +65,12 @@ def test_sigterm_disables_then_drains_with_the_marker_then_deregisters(nacos):
 
         caller = threading.Thread(target=keep_calling)
         caller.start()
-        wait_for(lambda: len(sent) >= 3)
+        wait_until(lambda: len(sent) >= 3)
         sigterm_at = time.monotonic()
         instance.popen.send_signal(signal.SIGTERM)
-        wait_for(lambda: not nacos.instance("svc", "127.0.0.1", instance.port).enabled)
+        wait_until(lambda: not nacos.instance("svc", "127.0.0.1", instance.port).enabled)
         disabled_at = time.monotonic()
-        instance.popen.wait(10)
+        instance.popen.wait(30)
         exited_after = time.monotonic() - sigterm_at
         caller.join(5)
     after = [answer for at, answer in sent if at > disabled_at]
@@ -86,15 +82,16 @@ def test_sigterm_disables_then_drains_with_the_marker_then_deregisters(nacos):
     # the instance rightly leaves early.
     times = [at for at, _ in sent]
     longest_pause = max(b - a for a, b in zip(times, times[1:], strict=False))
-    assert exited_after < 6.0
+    assert exited_after < 10 * 2.0  # the drain period ends
     if longest_pause < 0.4:
         assert exited_after >= 2.0  # the whole drain period while requests kept coming
     assert nacos.instance("svc", "127.0.0.1", instance.port) is None  # deregistered last
 
 
+@pytest.mark.slow
 def test_an_idle_instance_leaves_as_soon_as_it_is_quiet(nacos):
     with Instance(nacos.url, "--drain-s", "20") as instance:
-        wait_for(lambda: nacos.instance("svc", "127.0.0.1", instance.port) is not None)
+        wait_until(lambda: nacos.instance("svc", "127.0.0.1", instance.port) is not None)
         sigterm_at = time.monotonic()
         instance.popen.send_signal(signal.SIGTERM)
         instance.popen.wait(10)
@@ -140,8 +137,7 @@ def run_lifespan(lifecycle) -> list[str]:
 
         await inbox.put({"type": "lifespan.startup"})
         task = asyncio.create_task(lifecycle({"type": "lifespan", "state": {}}, inbox.get, send))
-        while not sent:
-            await asyncio.sleep(0.01)
+        await async_wait_until(lambda: sent, what="the startup's answer")
         if sent == ["lifespan.startup.complete"]:
             await inbox.put({"type": "lifespan.shutdown"})
         await asyncio.wait_for(task, 5)

@@ -16,6 +16,8 @@ import pytest
 
 from testing.lossless_lab import Load
 
+pytestmark = pytest.mark.slow
+
 WARMUP_S = 3.0
 LOAD_S = 12
 
@@ -24,7 +26,7 @@ def restart_under_load(lab, mode: str) -> dict:
     first, second = lab.instance(mode), lab.instance(mode)
     lab.wait_routed({first.port, second.port})
     load = Load(f"{lab.gateway.url}/svc/work", LOAD_S).start()
-    time.sleep(1.5)
+    time.sleep(1.5)  # the restart comes in the middle of the load, not before it
     first.terminate()
     replacement = lab.instance(mode, warmup_s=WARMUP_S)
     exit_code = first.wait(15)
