@@ -225,8 +225,8 @@ def _shares(counts: Counter[str], requests: int) -> list[Share]:
 
 def traffic_split(services: list[str], now: float | None = None) -> dict[str, TrafficSplit]:
     """Each service's requests of the last SPLIT_SECONDS, by version and by lane, from the
-    rollups: whole minutes, from the one that began SPLIT_SECONDS ago to the current one.
-    Services without requests in them are left out."""
+    rollups: whole minutes, from the one SPLIT_SECONDS ago was in to the current one (so a
+    little more than SPLIT_SECONDS). Services without requests in them are left out."""
     now = time.time() if now is None else now
     first = (int(now) - SPLIT_SECONDS) // 60 * 60
     versions: dict[str, Counter[str]] = defaultdict(Counter)
