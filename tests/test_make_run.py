@@ -275,7 +275,6 @@ def eventually(read, expected, timeout: float = 30.0):
     return got
 
 
-@pytest.mark.slow
 def test_make_run_lanes_reach_v3_at_both_hops_and_fall_back_to_prod(tmp_path):
     """README, Demo: the lanes demo_setup makes, through the gateway and the service SDK
     (X-Gray-Versions at the second hop), the fallback to prod without an instance of the
