@@ -74,6 +74,10 @@ PATH_OBJECTS = {
     "gateways": lambda objects: GATEWAY_NAME,
     "releases": lambda objects: objects["release"].pk,
     "release-bundles": lambda objects: objects["bundle"].pk,
+    # The built-in lane: always there (deleting it is a 400, which a role may still ask).
+    "lanes": lambda objects: "gray",
+    # A version of the service (lifting a quarantine it is not in: 404, past the role check).
+    "quarantine": lambda objects: objects["instance"].version,
 }
 
 
