@@ -21,11 +21,11 @@ import pytest
 
 from dataplane.agent.ir import LANE_NOT_RENDERED
 from gateways.models import Generation
-from gateways.tests.conftest import wait_until
 from policy.services import quarantine_version
 from testing.agent_lab import engines, start_agent
 from testing.gateway_lab import auth
 from testing.processes import Process, free_port
+from testing.waiting import wait_until
 from tests.test_degraded_records import acked, store_generation
 from tests.test_gateway_routing import SEED_RULES
 

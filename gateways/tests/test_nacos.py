@@ -130,6 +130,7 @@ def test_a_nacos_endpoint_at_a_metadata_address_is_never_published_to(celery_wor
     assert "169.254.169.254 is a cloud metadata address: refused" in failed.last_error
 
 
+@pytest.mark.slow
 def test_a_nacos_gateway_runs_the_gray_lane_and_says_what_it_cannot_carry(
     celery_worker, nacos, nacos_gateway
 ):
