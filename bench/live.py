@@ -3,7 +3,7 @@ websocket clients watch; how many samples the control plane ingests, what each c
 CPU, and how long a sample takes from its POST to the clients that subscribed to it.
 
 Run:  .venv/bin/python bench/live.py [--quick] [--seconds 60] [--gateways 50] [--clients 100]
-                                     [--services 2] [--versions 2] [--redis URL]
+                                     [--services 2] [--versions 2] [--lanes 0] [--redis URL]
                                      [--database postgres://.../NAME]
 
 It makes its own database (a SQLite file in a temporary directory; or with `--database
@@ -13,7 +13,8 @@ at the end), runs uvicorn serving graylane.asgi as a subprocess (with `--redis`,
 Redis prefix of this run's own; without, the jobs run inside the server as with `make run`).
 This process plays the gateways and the browsers on loopback: each gateway posts, once a
 second at its own offset within the second, one sample per (service, version) for the
-second before (`POST /api/v1/metrics/`, its own token, a kept-alive connection); the
+second before (`POST /api/v1/metrics/`, its own token, a kept-alive connection; with
+`--lanes N`, one sample per series and lane: none and N lanes of the live document); the
 clients log in once through the login form and open `/ws/live/` with that session cookie,
 each subscribed to one service (in turn).
 
@@ -79,6 +80,9 @@ def parse_args():
     parser.add_argument("--clients", type=int, help="websocket clients (100; --quick: 20)")
     parser.add_argument("--services", type=int, default=2, help="services (2)")
     parser.add_argument("--versions", type=int, default=2, help="versions per service (2)")
+    parser.add_argument(
+        "--lanes", type=int, default=0, help="lanes a series' samples are in, besides none (0)"
+    )
     parser.add_argument("--warmup", type=int, default=5, help="seconds posted, not measured (5)")
     parser.add_argument(
         "--redis", help="redis://... (a celery worker publishes); default: no Redis"
@@ -90,6 +94,8 @@ def parse_args():
     args.clients = args.clients if args.clients is not None else (20 if args.quick else 100)
     if min(args.seconds, args.gateways, args.services, args.versions) < 1 or args.clients < 0:
         parser.error("--seconds, --gateways, --services and --versions must be at least 1")
+    if args.lanes < 0:
+        parser.error("--lanes must be at least 0")
     if args.database:
         if urlsplit(args.database).scheme not in ("postgres", "postgresql"):
             parser.error("--database takes a postgres:// URL")
@@ -97,20 +103,23 @@ def parse_args():
     return args
 
 
-def make_fleet(gateways: int, services: list[str]) -> list[tuple[str, str]]:
+def make_fleet(gateways: int, services: list[str], lanes: list[str]) -> list[tuple[str, str]]:
     """(name, token) of each gateway, and a viewer whose password the clients log in with.
-    The services are registered and every gateway runs the document holding them (it may
-    report only services it fronts)."""
+    The services are registered, the lanes made, and every gateway runs the document
+    holding them (it may report only services it fronts)."""
     from django.contrib.auth.models import Group, User
     from django.utils import timezone
 
     from gateways import generation
     from gateways.models import Gateway
+    from policy.services import create_lane
     from registry_sync.models import Service
 
     viewer = User.objects.create_user("bench-viewer", password=PASSWORD)
     viewer.groups.add(Group.objects.get_or_create(name="viewer")[0])
     Service.objects.bulk_create([Service(name=name) for name in services])
+    for lane in lanes:
+        create_lane(lane, {"priority": 100, "members": {}}, actor="bench", source="api")
     acked = generation.bump("bench services")
     return [
         (
@@ -158,7 +167,9 @@ class Client:
     closed: int | None = None
 
 
-async def gateway(base_url, name, token, series, stop_at, measure_from, posts, failures) -> None:
+async def gateway(
+    base_url, name, token, series, lanes, stop_at, measure_from, posts, failures
+) -> None:
     offset = random.random()
     headers = {"Authorization": f"Token {token}"}
     async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as http:
@@ -179,8 +190,10 @@ async def gateway(base_url, name, token, series, stop_at, measure_from, posts, f
                     "total": total,
                     "errors": random.randint(0, 2),
                     "latency_ms_p95": round(random.uniform(5, 40), 1),
+                    **({"lane": lane} if lane else {}),
                 }
                 for service, version in series
+                for lane in [None, *lanes]
             ]
             started = time.time()
             try:
@@ -248,7 +261,8 @@ async def run(args, database: str, var_dir: str, processes: list) -> dict:
     from asgiref.sync import sync_to_async
 
     services = [f"svc-{n}" for n in range(args.services)]
-    fleet = await sync_to_async(make_fleet)(args.gateways, services)
+    lanes = [f"lane-{n}" for n in range(args.lanes)]
+    fleet = await sync_to_async(make_fleet)(args.gateways, services, lanes)
     extra = {"REDIS_URL": args.redis} if args.redis else {"IN_PROCESS_JOBS": "true"}
     env = django_env(
         database, REDIS_PREFIX=os.environ["REDIS_PREFIX"], GRAYLANE_VAR_DIR=var_dir, **extra
@@ -275,7 +289,7 @@ async def run(args, database: str, var_dir: str, processes: list) -> dict:
     stop_at = measure_from + args.seconds
     gateways = [
         asyncio.create_task(
-            gateway(server.url, name, token, series, stop_at, measure_from, posts, failures)
+            gateway(server.url, name, token, series, lanes, stop_at, measure_from, posts, failures)
         )
         for name, token in fleet
     ]
@@ -320,7 +334,8 @@ def report(args, database: str, result: dict) -> None:
     samples = sum(post.samples for _, post in posts)
     accepted = sum(post.accepted for _, post in posts)
     print(
-        f"live: {args.gateways} gateways x {args.services * args.versions} series posting every "
+        f"live: {args.gateways} gateways x {args.services * args.versions} series "
+        f"x {args.lanes + 1} lane{'s' if args.lanes else ''} posting every "
         f"second, {len(clients)} websocket clients; {backend}, {jobs}; "
         f"{args.warmup} s warm-up + {args.seconds} s measured"
     )

@@ -12,6 +12,12 @@ urlpatterns = [
     path("lanes/<str:name>/edit/", lane_views.lane_edit, name="lane-edit"),
     path("lanes/<str:name>/delete/", lane_views.lane_delete, name="lane-delete"),
     path("services/", views.services, name="services"),
+    # Before the service page, whose <path:> would take the rest as part of the name.
+    path(
+        "services/<path:name>/quarantine/<str:version>/lift/",
+        views.quarantine_lift,
+        name="quarantine-lift",
+    ),
     # <path:>: a name stored before names were checked may hold a "/" (registry_sync/adapters/
     # validation.py refuses new ones); the link must still lead to its page.
     path("services/<path:name>/", views.service_detail, name="service"),

@@ -17,14 +17,23 @@ from audit.models import AuditEntry
 from demo.restart import NotRestartable, restart_demo_instance, restartable
 from gateways.models import Gateway
 from gateways.views import BADGES, status_rows
+from metrics.services import traffic_split
 from policy.documents import policy_of
 from policy.lanes import LaneInUse, gray_priority_of
 from policy.models import PolicyState, Revision
 from policy.publishing import PublishResult, load_state
-from policy.services import rollback_to, service_rows, set_service_versions, update_policy
+from policy.services import (
+    lift_quarantine,
+    rollback_to,
+    service_rows,
+    set_service_versions,
+    update_policy,
+)
 from policy.simulation import simulate
 from registry_sync.models import Instance, Registry, Service
 from registry_sync.services import bring_online, lifecycle_timelines, take_offline
+from releases import states
+from releases.models import Release
 from releases.services import MARKER_KINDS, chart_markers
 from routing_engine import ALL, PROD, PolicyError, normalize_policy
 from routing_engine.lanes import GRAY_LANE
@@ -42,6 +51,25 @@ def _registry_rows(user: AnyUser) -> list[tuple[Registry, str]]:
     return [(registry, registry.last_error_for(user)) for registry in registries]
 
 
+def _with_traffic(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Service rows with their traffic split of the last 5 minutes (`split`, None without
+    requests), read for all of them at once."""
+    splits = traffic_split([row["name"] for row in rows])
+    return [{**row, "split": splits.get(row["name"])} for row in rows]
+
+
+def _quarantines(service: str, versions: list[str]) -> list[tuple[str, Release | None]]:
+    """Each quarantined version of the service with the release whose rollback quarantined
+    it: the latest of that version rolled back (None if there is none)."""
+    rolled_back = {
+        release.to_version: release
+        for release in Release.objects.filter(
+            service=service, to_version__in=versions, state=states.ROLLED_BACK
+        ).order_by("created_at", "id")  # the latest last, so it stays
+    }
+    return [(version, rolled_back.get(version)) for version in versions]
+
+
 @role_required(VIEWER)
 def overview(request: HttpRequest) -> HttpResponse:
     state = load_state()
@@ -57,7 +85,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             "badges": BADGES,
             "state": state,
             "policy": policy_of(state.document),
-            "services": service_rows(services, state.document),
+            "services": _with_traffic(service_rows(services, state.document)),
             "service_count": Service.objects.count(),
             "revisions": Revision.objects.defer("content", "diff")[:5],
             "audit": AuditEntry.objects.all()[:8],
@@ -115,7 +143,11 @@ def services(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "dashboard/services.html",
-        {"page": page, "services": service_rows(list(page), state.document), "state": state},
+        {
+            "page": page,
+            "services": _with_traffic(service_rows(list(page), state.document)),
+            "state": state,
+        },
     )
 
 
@@ -163,6 +195,8 @@ def service_detail(request: HttpRequest, name: str) -> HttpResponse:
         {
             "service": service,
             "row": row,
+            "split": traffic_split([service.name]).get(service.name),
+            "quarantines": _quarantines(service.name, row["quarantined"]),
             "form": form,
             "state": state,
             "instances": service.instances.order_by("host", "port"),
@@ -173,6 +207,24 @@ def service_detail(request: HttpRequest, name: str) -> HttpResponse:
         },
         status=status,
     )
+
+
+@require_POST
+@role_required(OPERATOR)
+def quarantine_lift(request: HttpRequest, name: str, version: str) -> HttpResponse:
+    service = get_object_or_404(Service, name=name)
+    try:
+        result = lift_quarantine(service.name, version, actor=request.user.username, source="ui")
+    except LookupError as exc:
+        messages.error(request, str(exc))
+    else:
+        revision = f" (revision {result.revision.number})" if result.revision else ""
+        messages.success(
+            request,
+            f"{version} of {service.name} is out of quarantine{revision}: it gets traffic "
+            "again as the policy and the lanes send it.",
+        )
+    return redirect("dashboard:service", name=service.name)
 
 
 @role_required(VIEWER)

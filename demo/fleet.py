@@ -4,17 +4,18 @@ fleet, each a child process, until Ctrl-C (SIGINT) or SIGTERM stops them all.
     python -m demo.fleet --listen 127.0.0.1:8000 [--no-demo]
 
 Started in this order, each once the one before answers: the dashboard (uvicorn serving
-graylane.asgi), the four demo instances (user-app and order-app, V1 and V2, registered in the
+graylane.asgi), the demo instances (user-app and order-app, V1, V2 and V3, registered in the
 embedded registry), the demo gateway (a pull gateway, `python -m dataplane.gateway`, or with
 GATEWAY_ENGINE=envoy|nginx `python -m dataplane.agent` driving that proxy), and
 the background traffic once the gateway routes. Stopped in the reverse order, so instances
 deregister while the registry still answers. Ports come from the environment (README:
 Configuration): GATEWAY_PORT, USER_APP_V1_PORT, USER_APP_V1B_PORT, USER_APP_V2_PORT,
-ORDER_APP_V1_PORT, ORDER_APP_V2_PORT. A demo instance that exits (`kill PID`) is started
-again.
+USER_APP_V3_PORT, ORDER_APP_V1_PORT, ORDER_APP_V2_PORT, ORDER_APP_V3_PORT. A demo instance
+that exits (`kill PID`) is started again.
 
-The gateway's record and token, the fleet's registry user and the starting policy are made
-by `manage.py demo_setup --demo` before this runs; this module imports no Django.
+The gateway's record and token, the fleet's registry user, the starting policy and the
+lanes are made by `manage.py demo_setup --demo` before this runs; this module imports no
+Django.
 """
 
 from __future__ import annotations
@@ -63,15 +64,19 @@ class DemoInstance:
         return f"{self.service} {self.version} :{self.port}"
 
 
-# The reference design's fleet: user-app calls order-app; V2 is the gray version.
+# The reference design's fleet: user-app calls order-app; V2 is the gray version. V3 is the
+# version of the demo's lanes (demo_setup: feature-x has both services' V3, feature-y
+# order-app's only).
 INSTANCES = (
     DemoInstance("user-app", "V1", "USER_APP_V1_PORT", 7201, downstream="order-app"),
     # Two of prod user-app: SIGTERM to either (`kill PID`) loses nothing (the service SDK's
     # lifecycle), and the fleet starts it again, as an orchestrator would.
     DemoInstance("user-app", "V1", "USER_APP_V1B_PORT", 7203, downstream="order-app"),
     DemoInstance("user-app", "V2", "USER_APP_V2_PORT", 7202, downstream="order-app"),
+    DemoInstance("user-app", "V3", "USER_APP_V3_PORT", 7204, downstream="order-app"),
     DemoInstance("order-app", "V1", "ORDER_APP_V1_PORT", 7301),
     DemoInstance("order-app", "V2", "ORDER_APP_V2_PORT", 7302),
+    DemoInstance("order-app", "V3", "ORDER_APP_V3_PORT", 7303),
 )
 
 
@@ -215,6 +220,7 @@ class Fleet:
             hello = self.gateway_url + "/user-app/hello"
             print(
                 f"\nDemo fleet up. Try:\n  curl {hello}\n  curl -H 'gray: gray-996' {hello}\n"
+                f"  curl -H 'x-lane: feature-x' {hello}\n"
                 f"Dashboard: {self.dashboard_url}/   Ctrl-C stops everything.\n",
                 flush=True,
             )

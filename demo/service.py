@@ -17,8 +17,9 @@ The gateway forwards the whole path, service prefix included, so an instance ans
 * `GET /{service}/hello`: `{"service", "version", "instance", "flag", "downstream"}`. With
   `--downstream`, it first calls `GET /{downstream}/hello` on an instance it picks itself,
   by the request's `X-Gray-Status` (GRAY: the gray version, PROD: the prod version, ALL or
-  none: any), as the reference design's balancer does, and passes the flag on (the SDK's
-  ServiceBalancer); the answer it got is `downstream`. A leaf service has
+  none: any), as the reference design's balancer does, and in a lane by the version the
+  gateway's `X-Gray-Versions` asks for there (the lane's, else prod), and passes all of it
+  on (the SDK's ServiceBalancer); the answer it got is `downstream`. A leaf service has
   `"downstream": {}`.
 * `GET /{service}/-/errors`: `{"rate": 0.05}`, the share of `hello` requests answered with
   an injected 500; `POST /{service}/-/errors?rate=0.2` changes it (0 to 1). Only directly,

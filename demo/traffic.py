@@ -4,8 +4,10 @@
 
 `rate` requests a second to `/user-app/hello` (and some to `/order-app/hello`): most plain,
 some with the reference design's header (`gray: gray-996`), some from user 1001 (gray once
-an operator puts that user on the policy's user list, `X-User-No` by default). Answers are
-not checked: errors are part of the picture (V2's injected error rate).
+an operator puts that user on the policy's user list, `X-User-No` by default), a few with
+the header of the demo's lanes (`x-lane: feature-x`, `x-lane: feature-y`), so the traffic
+split has lanes to show. Answers are not checked: errors are part of the picture (V2's
+injected error rate).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ KINDS: list[tuple[int, str, dict[str, str]]] = [
     (2, "/user-app/hello", {"X-User-No": "1001"}),
     (1, "/order-app/hello", {}),
     (1, "/order-app/hello", {"gray": "gray-996"}),
+    (1, "/user-app/hello", {"x-lane": "feature-x"}),
+    (1, "/user-app/hello", {"x-lane": "feature-y"}),
 ]
 
 

@@ -32,9 +32,10 @@ class MetricsIngestView(GatewayEndpoint):
     @extend_schema(
         operation_id="v1_metrics_create",
         description=(
-            "Samples a gateway saw: per service, version and second, requests, errors and "
-            "p95 latency. A sample re-sent (same gateway, service, version, ts) is counted "
-            "once. Any invalid sample refuses the whole request, and nothing is stored. "
+            "Samples a gateway saw: per service, version, lane (of GRAY requests; none for "
+            "the others) and second, requests, errors and p95 latency. A sample re-sent "
+            "(same gateway, service, version, lane, ts) is counted once. Any invalid sample "
+            "refuses the whole request, and nothing is stored. "
             "Samples of services the gateway does not front (not in the gateway document it "
             "acked, or not in its `fronts`), or that would start a series beyond "
             "METRICS_MAX_SERIES, are refused and the rest taken: `refused` counts them by "

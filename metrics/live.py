@@ -4,9 +4,12 @@ the release analysis (which counts the figures of some gateways only).
 
 One interface, two backends: Redis when REDIS_URL is set (every web process and the worker
 see the same windows; keys under REDIS_PREFIX), process memory otherwise (the default mode
-runs everything in one process). Both remember each (gateway, service, version, ts) they
-have counted, with that gateway's figures, so a re-sent sample is counted once, and `accept`
-answers the samples that were new: only those go on to the rollups.
+runs everything in one process). Both remember each (gateway, service, version, lane, ts)
+they have counted, with that gateway's figures, so a re-sent sample is counted once, and
+`accept` answers the samples that were new: only those go on to the rollups. A gateway sends
+one sample per lane of a (service, version) and second (metrics/samples.py); the windows add
+them up into the series (service, version): the split by lane is the rollups' (they keep
+the lane), and the release analysis and the live figures count every lane together.
 
 The series (service, version) with a sample in the last keep_seconds() are at most
 METRICS_MAX_SERIES: a sample that would start one more is not counted (`accept` answers it
@@ -101,6 +104,17 @@ def _histogram(total: int, bucket: int | None) -> latency.Histogram:
     return {} if bucket is None else {bucket: total}
 
 
+def _reporter(gateway: str, sample: Sample) -> str:
+    """Who reported a sample, as a second remembers it (to count it once): the gateway, and
+    the sample's lane when it has one (a gateway reports each lane of a series apart).
+    Gateway names are slugs and lane names hold no space, so a space parts the two."""
+    return gateway if sample.lane is None else f"{gateway} {sample.lane}"
+
+
+def _gateway_of(reporter: str) -> str:
+    return reporter.partition(" ")[0]
+
+
 # One gateway's sample of one second: (total, errors, latency bucket or None).
 _Reported = tuple[int, int, int | None]
 
@@ -110,7 +124,7 @@ class _MemorySecond:
     total: int = 0
     errors: int = 0
     histogram: latency.Histogram = field(default_factory=dict)
-    gateways: dict[str, _Reported] = field(default_factory=dict)
+    reported: dict[str, _Reported] = field(default_factory=dict)  # by _reporter
 
 
 class MemoryWindows(LiveWindows):
@@ -132,9 +146,10 @@ class MemoryWindows(LiveWindows):
                     over_cap.append(sample)
                     continue
                 second = self._seconds[sample.series].setdefault(sample.ts, _MemorySecond())
-                if gateway in second.gateways:
+                reporter = _reporter(gateway, sample)
+                if reporter in second.reported:
                     continue
-                second.gateways[gateway] = (sample.total, sample.errors, sample.bucket)
+                second.reported[reporter] = (sample.total, sample.errors, sample.bucket)
                 self._add(second, sample, 1)
                 self._latest[sample.series] = max(self._latest.get(sample.series, 0), sample.ts)
                 new.append(sample)
@@ -156,7 +171,8 @@ class MemoryWindows(LiveWindows):
         with self._lock:
             for sample in samples:
                 second = self._seconds.get(sample.series, {}).get(sample.ts)
-                if second is not None and second.gateways.pop(gateway, None) is not None:
+                reporter = _reporter(gateway, sample)
+                if second is not None and second.reported.pop(reporter, None) is not None:
                     self._add(second, sample, -1)
                     self._ingested -= 1
 
@@ -199,7 +215,7 @@ class MemoryWindows(LiveWindows):
                 one: [
                     (ts, s.total, s.errors, dict(s.histogram))
                     for ts, s in sorted(self._seconds.get(one, {}).items())
-                    if first <= ts <= last and (s.total or s.gateways)
+                    if first <= ts <= last and (s.total or s.reported)
                 ]
                 for one in series
             }
@@ -213,8 +229,10 @@ class MemoryWindows(LiveWindows):
                 per_gateway: dict[str, Figures] = defaultdict(Figures)
                 for ts, second in self._seconds.get(one, {}).items():
                     if first <= ts <= last:
-                        for gateway, (total, errors, bucket) in second.gateways.items():
-                            per_gateway[gateway].add(total, errors, _histogram(total, bucket))
+                        for reporter, (total, errors, bucket) in second.reported.items():
+                            per_gateway[_gateway_of(reporter)].add(
+                                total, errors, _histogram(total, bucket)
+                            )
                 answer[one] = dict(per_gateway)
         return answer
 
@@ -230,12 +248,12 @@ class MemoryWindows(LiveWindows):
             return True
 
 
-# Counts one sample atomically: remembers the gateway's figures under its name in the
-# series' `gw` hash of that second (KEYS[1]) and, only if it was not there, adds them to the
-# second's hash (KEYS[2]). A sample of a series not in `active` (KEYS[3]) is refused (2)
-# while `active` holds METRICS_MAX_SERIES (ARGV[8]) series, even once those quiet since
-# ARGV[9] are dropped. Redis runs a script alone, so two web processes never count one
-# sample twice, nor let two new series in past the cap.
+# Counts one sample atomically: remembers the gateway's figures under its name (ARGV[1],
+# with the sample's lane: _reporter) in the series' `gw` hash of that second (KEYS[1]) and,
+# only if it was not there, adds them to the second's hash (KEYS[2]). A sample of a series
+# not in `active` (KEYS[3]) is refused (2) while `active` holds METRICS_MAX_SERIES (ARGV[8])
+# series, even once those quiet since ARGV[9] are dropped. Redis runs a script alone, so
+# two web processes never count one sample twice, nor let two new series in past the cap.
 _ACCEPT = """
 if not redis.call('ZSCORE', KEYS[3], ARGV[7])
     and redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[8]) then
@@ -296,7 +314,8 @@ class RedisWindows(LiveWindows):
         pipe = self.redis.pipeline(transaction=False)
         for sample in samples:
             bucket = "" if sample.bucket is None else str(sample.bucket)
-            args: list[str | int] = [gateway, sample.total, sample.errors, bucket, ttl, sample.ts]
+            reporter = _reporter(gateway, sample)
+            args: list[str | int] = [reporter, sample.total, sample.errors, bucket, ttl, sample.ts]
             script(self._keys(sample), [*args, self._series_key(sample.series), *cap], client=pipe)
         return pipe.execute()
 
@@ -348,10 +367,10 @@ class RedisWindows(LiveWindows):
             pipe.hgetall(f"{self.prefix}:gw:{self._series_key(one)}:{ts}")
         answer: dict[Series, dict[str, Figures]] = {one: defaultdict(Figures) for one in series}
         for (one, _), reported in zip(wanted, pipe.execute(), strict=True):
-            for gateway, value in reported.items():
+            for reporter, value in reported.items():
                 total, errors, bucket = value.split(b" ")  # as _ACCEPT writes it
                 histogram = _histogram(int(total), int(bucket) if bucket else None)
-                answer[one][gateway.decode()].add(int(total), int(errors), histogram)
+                answer[one][_gateway_of(reporter.decode())].add(int(total), int(errors), histogram)
         return {one: dict(per_gateway) for one, per_gateway in answer.items()}
 
     def ingested(self) -> int:

@@ -98,11 +98,12 @@ def add(samples: list[Sample]) -> None:
 
 
 def _write(samples: list[Sample]) -> None:
-    counts: dict[tuple[str, str, int], list[int]] = defaultdict(lambda: [0, 0])
+    counts: dict[tuple[str, str, str, int], list[int]] = defaultdict(lambda: [0, 0])
+    # The latency buckets of a version's lanes together: no page reads a lane's latency.
     weights: dict[tuple[str, str, int, int], int] = defaultdict(int)
     for sample in samples:
         minute = sample.ts // 60 * 60
-        count = counts[(sample.service, sample.version, minute)]
+        count = counts[(sample.service, sample.version, sample.lane or "", minute)]
         count[0] += sample.total
         count[1] += sample.errors
         if sample.bucket is not None:
@@ -116,7 +117,7 @@ def _write(samples: list[Sample]) -> None:
             _additive_upsert(
                 cursor,
                 MinuteRollup,
-                ["service", "version", "minute"],
+                ["service", "version", "lane", "minute"],
                 ["total", "errors"],
                 [(*key, *count) for key, count in sorted(counts.items())],
             )

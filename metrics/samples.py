@@ -13,9 +13,13 @@ class Sample:
     total: int
     errors: int
     latency_ms_p95: float | None
+    # The lane of the GRAY requests counted (`gray` included); None: PROD and ALL requests.
+    # A gateway sends one sample per (service, version, lane) and second.
+    lane: str | None = None
 
     @property
     def series(self) -> tuple[str, str]:
+        """The live series it counts in: lanes are one series (metrics/live.py)."""
         return (self.service, self.version)
 
     @property

@@ -1,13 +1,12 @@
 import math
 import time
-from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
 from rest_framework import serializers
 
 from metrics.samples import Sample
-from routing_engine.lanes import LANE_NAME
+from routing_engine.lanes import lane_name_problem
 
 # A gateway's clock may run a little ahead of ours; more than this is a wrong clock.
 MAX_FUTURE_SECONDS = 60
@@ -39,11 +38,14 @@ class SampleSerializer(StrictSerializer):
     latency_ms_p95 = serializers.FloatField(
         min_value=0, max_value=MAX_LATENCY_MS, allow_null=True, required=False, default=None
     )
-    lane = serializers.RegexField(
-        LANE_NAME,
+    lane = serializers.CharField(
+        allow_null=True,
         required=False,
-        help_text="The lane of GRAY requests (`gray` for the gray lane); none for the others. "
-        "Taken and not kept yet: a service's figures count every lane together.",
+        default=None,
+        trim_whitespace=False,
+        help_text="The lane of the GRAY requests counted (`gray` for the gray lane); absent "
+        "or null for PROD and ALL requests. One sample per (service, version, lane) and ts. "
+        "A lane the live document does not have (deleted since) is counted without it.",
     )
 
     def validate_ts(self, value: int) -> int:
@@ -61,6 +63,12 @@ class SampleSerializer(StrictSerializer):
     def validate_latency_ms_p95(self, value: float | None) -> float | None:
         if value is not None and not math.isfinite(value):
             raise serializers.ValidationError("Must be a finite number.")
+        return value
+
+    def validate_lane(self, value: str | None) -> str | None:
+        problem = None if value is None else lane_name_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -85,41 +93,28 @@ class IngestSerializer(StrictSerializer):
             )
         seen = set()
         for sample in value:
-            key = (sample["service"], sample["version"], sample["ts"], sample.get("lane"))
+            key = (sample["service"], sample["version"], sample["lane"], sample["ts"])
             if key in seen:
-                lane = f", lane {key[3]!r}" if key[3] else ""
+                lane = "no lane" if key[2] is None else f"lane {key[2]!r}"
                 raise serializers.ValidationError(
-                    f"Two samples for service {key[0]!r}, version {key[1]!r}{lane}, ts {key[2]}."
+                    f"Two samples for service {key[0]!r}, version {key[1]!r}, {lane}, ts {key[3]}."
                 )
             seen.add(key)
         return value
 
     def to_samples(self) -> list[Sample]:
-        """One Sample per (service, version, ts): the lanes of a series are not kept apart
-        yet, so a gateway's samples of one second in several lanes are added up (their p95,
-        the largest: no more than that of all their requests together)."""
-        merged: dict[tuple[str, str, int], Sample] = {}
-        for s in self.validated_data["samples"]:
-            key = (s["service"], s["version"], s["ts"])
-            sample = Sample(
+        return [
+            Sample(
                 service=s["service"],
                 version=s["version"],
                 ts=s["ts"],
                 total=s["total"],
                 errors=s["errors"],
                 latency_ms_p95=s["latency_ms_p95"],
+                lane=s["lane"],
             )
-            earlier = merged.get(key)
-            if earlier is not None:
-                p95s = [p for p in (earlier.latency_ms_p95, sample.latency_ms_p95) if p is not None]
-                sample = replace(
-                    sample,
-                    total=earlier.total + sample.total,
-                    errors=earlier.errors + sample.errors,
-                    latency_ms_p95=max(p95s) if p95s else None,
-                )
-            merged[key] = sample
-        return list(merged.values())
+            for s in self.validated_data["samples"]
+        ]
 
 
 class AcceptedSerializer(serializers.Serializer):

@@ -1,14 +1,18 @@
 """Use cases of the metrics app: ingest samples, read history series (from the rollups, or
-from Prometheus), publish the live figures, prune old rollups."""
+from Prometheus) and the traffic split, publish the live figures, prune old rollups."""
 
+import json
 import logging
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 
 from django.conf import settings
 from django.db import DatabaseError
+from django.db.models import Sum
 
 import events
 from gateways import fronting
@@ -16,6 +20,9 @@ from gateways.models import Gateway
 from metrics import live, promql_source, rollups
 from metrics.models import MinuteLatency, MinuteRollup
 from metrics.samples import Figures, Sample
+from policy.lanes import lanes_of
+from policy.models import PolicyState
+from routing_engine.lanes import GRAY_LANE
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +45,7 @@ def ingest(gateway: Gateway, samples: list[Sample]) -> Ingested:
     windows = live.store()
     counted = windows.accept(gateway.name, taken)
     try:
-        rollups.add(counted.new)
+        rollups.add(_known_lanes_only(counted.new))
     except BaseException:
         windows.withdraw(gateway.name, counted.new)
         raise
@@ -60,6 +67,49 @@ def ingest(gateway: Gateway, samples: list[Sample]) -> Ingested:
     return Ingested(
         len(counted.new), duplicates, dict(refused), {name: reasons[name] for name in refused}
     )
+
+
+class _KnownLanes:
+    """The lanes of the live document, `gray` included, read again only when it changed:
+    one small query per ingest request that has samples of other lanes (the document, which
+    may hold 10,000s of IPs, is parsed once per revision and process). A change is told by
+    its revision and time, not the revision alone: a database restored, or emptied between
+    tests, numbers revisions again."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._version: tuple[int, datetime] | None = None
+        self._names: frozenset[str] = frozenset({GRAY_LANE})
+
+    def names(self) -> frozenset[str]:
+        version = PolicyState.objects.filter(pk=1).values_list("revision", "updated_at").first()
+        with self._lock:
+            if version is not None and version != self._version:
+                revision, updated_at, content = PolicyState.objects.values_list(
+                    "revision", "updated_at", "content"
+                ).get(pk=1)
+                self._version = (revision, updated_at)
+                self._names = frozenset({GRAY_LANE, *lanes_of(json.loads(content))})
+            return self._names
+
+
+_known_lanes = _KnownLanes()
+
+
+def _known_lanes_only(samples: list[Sample]) -> list[Sample]:
+    """The samples with a lane the live document does not have (deleted since the gateway
+    counted them, or made up) counted without it: the lanes the rollups keep, and so their
+    rows, are the operators' to make, never a gateway's."""
+    sent = {sample.lane for sample in samples} - {None, GRAY_LANE}
+    if not sent:
+        return samples
+    known = _known_lanes.names()
+    if sent <= known:
+        return samples
+    return [
+        sample if sample.lane is None or sample.lane in known else replace(sample, lane=None)
+        for sample in samples
+    ]
 
 
 def _steps(service: str, since: int, step: int) -> dict[str, dict[int, Figures]]:
@@ -146,6 +196,58 @@ def latency_series(service: str, since: int, step: int, source: str = ROLLUPS) -
     if source == PROMETHEUS:
         return _prometheus_series(service, since, step, promql_source.LATENCY)
     return _rollup_series(service, since, step, Figures.p95)
+
+
+# How far back the traffic split looks.
+SPLIT_SECONDS = 300
+
+
+@dataclass(frozen=True)
+class Share:
+    name: str  # a version, or a lane ("": no lane, PROD and ALL requests)
+    requests: int
+    percent: float  # of the service's requests in the split
+
+
+@dataclass(frozen=True)
+class TrafficSplit:
+    requests: int
+    versions: list[Share]  # most requests first
+    lanes: list[Share]
+
+
+def _shares(counts: Counter[str], requests: int) -> list[Share]:
+    return [
+        Share(name, n, 100.0 * n / requests)
+        for name, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    ]
+
+
+def traffic_split(services: list[str], now: float | None = None) -> dict[str, TrafficSplit]:
+    """Each service's requests of the last SPLIT_SECONDS, by version and by lane, from the
+    rollups: whole minutes, from the one SPLIT_SECONDS ago was in to the current one (so a
+    little more than SPLIT_SECONDS). Services without requests in them are left out."""
+    now = time.time() if now is None else now
+    first = (int(now) - SPLIT_SECONDS) // 60 * 60
+    versions: dict[str, Counter[str]] = defaultdict(Counter)
+    lanes: dict[str, Counter[str]] = defaultdict(Counter)
+    rows = (
+        MinuteRollup.objects.filter(service__in=services, minute__gte=first)
+        .values("service", "version", "lane")
+        .annotate(requests=Sum("total"))
+        .values_list("service", "version", "lane", "requests")
+    )
+    for service, version, lane, requests in rows:
+        versions[service][version] += requests
+        lanes[service][lane] += requests
+    answer = {}
+    for service, counts in versions.items():
+        requests = sum(counts.values())
+        if requests:
+            answer[service] = TrafficSplit(
+                requests, _shares(counts, requests), _shares(lanes[service], requests)
+            )
+    return answer
 
 
 def _window(figures: Figures, span: int) -> events.MetricsWindow:

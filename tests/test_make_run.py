@@ -25,8 +25,10 @@ PORT_VARIABLES = (
     "USER_APP_V1_PORT",
     "USER_APP_V1B_PORT",
     "USER_APP_V2_PORT",
+    "USER_APP_V3_PORT",
     "ORDER_APP_V1_PORT",
     "ORDER_APP_V2_PORT",
+    "ORDER_APP_V3_PORT",
 )
 READY_TIMEOUT_S = 90.0
 
@@ -195,7 +197,7 @@ def test_make_run_serves_the_scenarios_and_ctrl_c_stops_everything(tmp_path):
             assert time.monotonic() < deadline, "no background traffic through the gateway"
             time.sleep(0.2)
         started = descendants(popen.pid)
-        assert len(started) >= 8  # dashboard, 5 instances, gateway, traffic (+ make's shell)
+        assert len(started) >= 10  # dashboard, 7 instances, gateway, traffic (+ make's shell)
         # `kill` on one prod user-app's PID, as an operator would, under load through the
         # gateway: no request fails (the service SDK's lifecycle), and the fleet starts it again.
         victim = instance_pid(env["USER_APP_V1_PORT"])
@@ -218,7 +220,7 @@ def test_make_run_serves_the_scenarios_and_ctrl_c_stops_everything(tmp_path):
     stop(popen, signal.SIGINT, group=True)  # what a terminal does on Ctrl-C
     left = sorted(pid for pid in started if alive(pid))
     assert left == [], log_tail(tmp_path)
-    assert "stopped 8 processes" in log_tail(tmp_path)
+    assert "stopped 10 processes" in log_tail(tmp_path)
 
 
 def test_demo_false_serves_the_dashboard_alone_and_sigterm_stops_it(tmp_path):
@@ -255,6 +257,71 @@ def test_make_run_with_gateway_engine_envoy_serves_the_demo_through_envoy(tmp_pa
         assert chain(plain.json()) == [("user-app", "V1", "PROD"), ("order-app", "V1", "PROD")]
         assert "server: envoy" in "\n".join(f"{k}: {v}" for k, v in plain.headers.items())
         assert httpx.get(gateway + "/-/readyz", timeout=5).text.startswith("generation ")
+    except BaseException:
+        kill_all(popen)
+        raise
+    started = descendants(popen.pid)
+    stop(popen, signal.SIGINT, group=True)
+    assert sorted(pid for pid in started if alive(pid)) == [], log_tail(tmp_path)
+
+
+def eventually(read, expected, timeout: float = 30.0):
+    """`read()` once it answers `expected` (the fleet settles: instances register, the
+    gateway and the services' balancers read them); fails with the last answer."""
+    deadline = time.monotonic() + timeout
+    while (got := read()) != expected:
+        assert time.monotonic() < deadline, f"{got} != {expected}"
+        time.sleep(0.25)
+    return got
+
+
+def test_make_run_lanes_reach_v3_at_both_hops_and_fall_back_to_prod(tmp_path):
+    """README, Demo: the lanes demo_setup makes, through the gateway and the service SDK
+    (X-Gray-Versions at the second hop), the fallback to prod without an instance of the
+    lane's version, and the lanes' share of the traffic on the service page."""
+    port = free_port()
+    popen, env = make_run(tmp_path, port, DEMO_TRAFFIC_RATE="5")
+    try:
+        gateway, dashboard = f"http://127.0.0.1:{env['GATEWAY_PORT']}", f"http://127.0.0.1:{port}"
+        wait_for_hello(gateway, popen, tmp_path)
+
+        def lane(name: str):
+            return lambda: chain(
+                httpx.get(gateway + "/user-app/hello", headers={"x-lane": name}, timeout=5).json()
+            )
+
+        eventually(lane("feature-x"), [("user-app", "V3", "GRAY"), ("order-app", "V3", "GRAY")])
+        # feature-y has order-app only: user-app's prod, then the lane's order-app.
+        eventually(lane("feature-y"), [("user-app", "V1", "GRAY"), ("order-app", "V3", "GRAY")])
+
+        issued = subprocess.run(
+            [sys.executable, "manage.py", "issue_token", "robot", "--role", "operator"],
+            cwd=BASE_DIR, env={**env, "DEBUG": "true"}, check=True, capture_output=True,
+            text=True,
+        )  # fmt: skip
+        auth = {"Authorization": f"Token {issued.stdout.split()[-1]}"}
+        listed = httpx.get(f"{dashboard}/api/v1/services/order-app/instances/", headers=auth)
+        [v3] = [i["id"] for i in listed.json()["results"] if i["version"] == "V3"]
+        offline = httpx.post(f"{dashboard}/api/v1/instances/{v3}/offline/", headers=auth)
+        assert offline.status_code == 202, offline.text
+        # No instance of order-app V3 up: the lane's requests get its prod there.
+        eventually(lane("feature-x"), [("user-app", "V3", "GRAY"), ("order-app", "V1", "GRAY")])
+        httpx.post(f"{dashboard}/api/v1/instances/{v3}/online/", headers=auth)
+        eventually(lane("feature-x"), [("user-app", "V3", "GRAY"), ("order-app", "V3", "GRAY")])
+
+        # The gateway reports each lane's requests; the service page shows their share.
+        with httpx.Client(base_url=dashboard, timeout=5) as browser:
+            form = browser.get("/accounts/login/").text
+            csrf = form.split('name="csrfmiddlewaretoken" value="')[1].split('"')[0]
+            login = {"username": "admin", "password": "graylane-demo"}
+            browser.post("/accounts/login/", data={**login, "csrfmiddlewaretoken": csrf})
+
+            def lanes_shown() -> bool:
+                page = browser.get("/services/user-app/").text
+                split = page.split('id="traffic-split"')[1].split("</section>")[0]
+                return all(f'data-name="{name}"' in split for name in ("feature-x", "gray"))
+
+            eventually(lanes_shown, True)
     except BaseException:
         kill_all(popen)
         raise

@@ -1,6 +1,6 @@
 """`manage.py demo_setup --demo` (what `make run` runs before the fleet starts): the demo
-gateway and its token, the demo policy on an untouched installation only, and the pages
-that show them."""
+gateway and its token, the demo policy on an untouched installation only, the demo lanes
+once, and the pages that show them."""
 
 import io
 
@@ -10,8 +10,9 @@ from django.core.management import call_command
 from audit.models import AuditEntry
 from gateways.models import Gateway
 from policy.documents import policy_of
+from policy.lanes import lanes_of
 from policy.publishing import load_state
-from policy.services import update_policy
+from policy.services import delete_lane, update_lane, update_policy
 from registry_sync.models import Registry, Service
 
 pytestmark = pytest.mark.django_db
@@ -60,7 +61,8 @@ def test_the_demo_policy_is_published_on_an_untouched_installation(var_dir):
     assert "Demo policy" in demo_setup("--demo")
     state = load_state()
     policy = policy_of(state.document)
-    assert state.revision == 2 and state.updated_by == "demo-setup"
+    # Revision 2, the policy; then one per demo lane.
+    assert state.revision == 4 and state.updated_by == "demo-setup"
     assert (policy["enabled"], policy["routing"]) == (True, True)
     assert policy["header"] == {"name": "gray", "value": "gray-996"}
     assert (policy["ips"], policy["cities"], policy["users"]) == ([], [], [])
@@ -72,11 +74,11 @@ def test_the_demo_policy_is_published_on_an_untouched_installation(var_dir):
         partial=True,
         actor="olga",
         source="ui",
-        expected_revision=2,
+        expected_revision=4,
     )
     again = demo_setup("--demo")
-    assert "Demo policy" not in again and "Policy: revision 3 kept as it is" in again
-    assert load_state().revision == 3 and policy_of(load_state().document)["enabled"] is False
+    assert "Demo policy" not in again and "Policy: revision 5 kept as it is" in again
+    assert load_state().revision == 5 and policy_of(load_state().document)["enabled"] is False
 
 
 def test_an_edited_policy_is_never_replaced(var_dir):
@@ -84,14 +86,46 @@ def test_an_edited_policy_is_never_replaced(var_dir):
         {"users": ["1001"]}, partial=True, actor="olga", source="ui", expected_revision=None
     )
     demo_setup("--demo")
-    state = load_state()
-    assert state.revision == 2 and state.updated_by == "olga"
-    assert policy_of(state.document)["header"]["name"] == ""
+    policy = policy_of(load_state().document)
+    assert policy["users"] == ["1001"] and policy["header"]["name"] == ""
+    assert list(AuditEntry.objects.filter(action="policy.update").values_list("actor")) == [
+        ("olga",)
+    ]
+
+
+def test_the_demo_lanes_are_made_once_and_an_operators_change_stands(var_dir):
+    out = demo_setup("--demo")
+    assert "Demo lane feature-x: header x-lane: feature-x → user-app V3, order-app V3" in out
+    assert "Demo lane feature-y: header x-lane: feature-y → order-app V3" in out
+    lanes = lanes_of(load_state().document)
+    assert lanes["feature-x"]["match"]["header"] == {"name": "x-lane", "value": "feature-x"}
+    assert {name: lane["members"] for name, lane in lanes.items()} == {
+        "feature-x": {
+            "order-app": {"version": "V3", "percent": 0, "targeted": True},
+            "user-app": {"version": "V3", "percent": 0, "targeted": True},
+        },
+        "feature-y": {"order-app": {"version": "V3", "percent": 0, "targeted": True}},
+    }
+    revision = load_state().revision
+    assert "Demo lane" not in demo_setup("--demo")  # every make run: nothing new
+    assert load_state().revision == revision
+
+    update_lane("feature-x", {"members": {"user-app": "V4"}}, partial=True, actor="olga",
+                source="ui")  # fmt: skip
+    delete_lane("feature-y", actor="olga", source="ui")
+    again = demo_setup("--demo")
+    assert "Lane feature-y: deleted before, not made again" in again
+    lanes = lanes_of(load_state().document)
+    assert set(lanes) == {"feature-x"}
+    assert lanes["feature-x"]["members"]["user-app"]["version"] == "V4"
+    created = AuditEntry.objects.filter(action="lane.create", actor="demo-setup")
+    assert sorted(created.values_list("object", flat=True)) == ["lane feature-x", "lane feature-y"]
 
 
 def test_without_demo_no_gateway_and_no_policy_change(var_dir):
     demo_setup()
     assert not Gateway.objects.exists() and load_state().revision == 1
+    assert lanes_of(load_state().document) == {}
     assert not (var_dir / "demo-gateway.token").exists()
 
 

@@ -89,28 +89,6 @@ def test_a_resent_sample_is_counted_once(windows, gateway):
     assert (figures.total, figures.errors) == (107, 2)
 
 
-def test_samples_of_one_second_in_several_lanes_count_together_for_now(windows, gateway):
-    """A gateway keys its samples by lane too; the dashboard does not keep lanes apart yet,
-    so a version's lanes are one series: every request counted, none taken for a duplicate."""
-    name, client = gateway
-    start = minute_ago_start()
-    response = post(
-        client,
-        name,
-        sample(start + 1, version="V1", total=100, errors=1, p95=10.0),
-        sample(start + 1, version="V1", total=20, errors=2, p95=30.0, lane="feature-x"),
-        sample(start + 1, version="V2", total=5, p95=8.0, lane="gray"),
-    )
-    assert response.status_code == 202, response.content
-    assert (response.json()["accepted"], response.json()["duplicates"]) == (2, 0)
-    assert services.success_rate_series("user-app", start, 60)["V1"] == [
-        [start, round(100 * 117 / 120, 4), 120]
-    ]
-    figures = windows.figures(start + 1)[("user-app", "V1")]["10s"]
-    assert (figures.total, figures.errors) == (120, 3)
-    assert 30.0 <= figures.p95() <= 30.0 * 1.19  # the larger p95 of the two lanes
-
-
 def nothing_stored(windows) -> bool:
     stored = MinuteRollup.objects.exists() or MinuteLatency.objects.exists()
     return not stored and windows.ingested() == 0

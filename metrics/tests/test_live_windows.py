@@ -8,8 +8,8 @@ from metrics import latency, live
 from metrics.samples import Sample
 
 
-def s(ts, total=10, errors=0, p95=5.0, service="user-app", version="V1"):
-    return Sample(service, version, ts, total, errors, p95)
+def s(ts, total=10, errors=0, p95=5.0, service="user-app", version="V1", lane=None):
+    return Sample(service, version, ts, total, errors, p95, lane)
 
 
 def test_each_span_sums_the_seconds_inside_it(windows):
@@ -88,3 +88,22 @@ def test_the_series_cap_counts_the_series_heard_of_lately(windows, settings):
     refused = windows.accept("gw-1", [s(now, version="V4"), s(now - 1, version="V3")])
     assert refused == live.Counted([s(now - 1, version="V3")], [s(now, version="V4")])
     assert sorted(windows.figures(now)) == [("user-app", "V2"), ("user-app", "V3")]
+
+
+def test_a_gateways_lanes_of_one_second_each_count_once(windows):
+    """A gateway sends one sample per lane of a series and second: each is its own, counted
+    once; the series and each gateway's figures add them up."""
+    now = int(time.time())
+    plain, gray, lane = s(now, 10, 1), s(now, 20, lane="gray"), s(now, 30, 3, lane="feature-x")
+    assert windows.accept("gw-1", [plain, gray, lane]).new == [plain, gray, lane]
+    assert windows.accept("gw-1", [plain, gray, lane]).new == []
+    assert windows.accept("gw-2", [gray]).new == [gray]
+    spans = windows.figures(now)[("user-app", "V1")]
+    assert (spans["10s"].total, spans["10s"].errors) == (80, 4)
+    windows.withdraw("gw-1", [lane])
+    got = windows.by_gateway([("user-app", "V1")], now, now)[("user-app", "V1")]
+    assert {gateway: (f.total, f.errors) for gateway, f in got.items()} == {
+        "gw-1": (30, 1),
+        "gw-2": (20, 0),
+    }
+    assert windows.accept("gw-1", [lane]).new == [lane], "a withdrawn lane counts when re-sent"

@@ -8,11 +8,14 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from accounts.models import ApiToken, hash_token
 from accounts.roles import ADMIN, SERVICE
+from audit.models import AuditEntry
 from gateways.models import Gateway
 from gateways.services import create_gateway, delete_gateway
 from graylane.env import env_str
+from policy.lanes import lanes_of
 from policy.publishing import StaleRevision, load_state
-from policy.services import update_policy
+from policy.services import create_lane, update_policy
+from routing_engine import PolicyError
 
 FLEET_USER = "demo-fleet"
 GATEWAY = "demo-gateway"
@@ -28,6 +31,21 @@ DEMO_POLICY = {
     "users": [],
 }
 INITIAL_REVISION = 1  # policy.publishing: the default policy, never edited
+# Lanes beside the gray one (docs/gray-release-design.md, "Lanes"): a tester's header sends a
+# request to V3 at both hops of the demo fleet (demo/fleet.py runs V3 of both services), or,
+# in feature-y, which has order-app only, to prod user-app and then to order-app V3.
+DEMO_LANES: dict[str, dict[str, Any]] = {
+    "feature-x": {
+        "priority": 100,
+        "match": {"header": {"name": "x-lane", "value": "feature-x"}},
+        "members": {"user-app": "V3", "order-app": "V3"},
+    },
+    "feature-y": {
+        "priority": 110,
+        "match": {"header": {"name": "x-lane", "value": "feature-y"}},
+        "members": {"order-app": "V3"},
+    },
+}
 
 
 def _write_secret(path: Path, value: str) -> None:
@@ -63,7 +81,8 @@ class Command(BaseCommand):
         self.fleet_user(url)
         if demo:
             self.demo_gateway()
-            self.demo_policy()
+            self.demo_policy()  # first: only the never-edited initial revision gets it
+            self.demo_lanes()
 
     def fleet_user(self, url: str) -> None:
         """The demo fleet registers with the embedded registry as `demo-fleet` (role
@@ -117,3 +136,24 @@ class Command(BaseCommand):
         except StaleRevision:
             return  # someone published first: theirs stands
         self.stdout.write("Demo policy: header gray: gray-996 → V2, routing on")
+
+    def demo_lanes(self) -> None:
+        """The demo's lanes, each published (a revision, audited) when there is no lane of
+        its name and none was ever deleted: a lane an operator changed or deleted stays
+        so."""
+        existing = lanes_of(load_state().document)
+        for name, lane in DEMO_LANES.items():
+            if name in existing:
+                continue
+            if AuditEntry.objects.filter(action="lane.delete", object=f"lane {name}").exists():
+                self.stdout.write(f"Lane {name}: deleted before, not made again")
+                continue
+            try:
+                create_lane(name, lane, actor=ACTOR, source="api", comment="Demo lane.")
+            except PolicyError:
+                continue  # someone made a lane of that name meanwhile: theirs stands
+            header = lane["match"]["header"]
+            members = ", ".join(f"{svc} {version}" for svc, version in lane["members"].items())
+            self.stdout.write(
+                f"Demo lane {name}: header {header['name']}: {header['value']} → {members}"
+            )
