@@ -13,7 +13,11 @@ The defaults count exactly: `(c - c offset {step}) >= 0 or c` is what a counter 
 since one step ago, or, for a series that is new (no value a step ago) or restarted (it
 went down), its whole value, which it counted since it began at zero (so a restart misses
 what the old process counted in that step). `increase()` would extrapolate to the window's
-edges and answer fractions of requests.
+edges and answer fractions of requests, and it misses all a series counted before its first
+scrape: a new version's first requests, the very ones a canary's first step is judged on.
+The p95 is read the same way from the gateway's latency histogram: the step's requests in
+each bucket, added over lanes and gateways, then `histogram_quantile`, so each request of
+the step weighs the same.
 """
 
 from __future__ import annotations
@@ -38,17 +42,18 @@ PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 PLACEHOLDERS = {"service", "step"}
 
 
-def _exact_increase(counter: str) -> str:
+def _exact_increase(counter: str, by: str = "version") -> str:
     selector = f'{counter}{{service="{{service}}"}}'
-    return f"sum by (version) (({selector} - {selector} offset {{step}}) >= 0 or {selector})"
+    return f"sum by ({by}) (({selector} - {selector} offset {{step}}) >= 0 or {selector})"
 
 
 DEFAULT_TEMPLATES = {
     REQUESTS: _exact_increase("graylane_gateway_requests_total"),
     ERRORS: _exact_increase("graylane_gateway_errors_total"),
-    # The gauge is each one-second window's p95; the worst of them in the step, any gateway.
-    LATENCY: "max by (version) (max_over_time("
-    'graylane_gateway_latency_p95_ms{service="{service}"}[{step}]))',
+    # Seconds to milliseconds; a version without requests in the step has only empty
+    # buckets, whose quantile is NaN: no point.
+    LATENCY: "1000 * histogram_quantile(0.95, "
+    f"{_exact_increase('graylane_gateway_latency_seconds_bucket', 'version, le')})",
 }
 
 

@@ -1,54 +1,55 @@
-"""The latency a gateway reports is the one its requests took: above zero and below what the
+"""The latency a gateway measures is the one its requests took: above zero and below what the
 client saw, to a fraction of a millisecond on loopback, and at least the upstream's delay
-when the upstream is slow. A real gateway process reads its own /-/metrics gauge (each
-one-second window's p95), which Prometheus scrapes and the dashboard's series show."""
+when the upstream is slow. A real gateway process counts each request in the latency
+histogram of its /-/metrics, which Prometheus scrapes (tests/test_prometheus_source.py)."""
 
-import re
-import threading
+import math
 import time
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from dataplane.gateway.metrics import LATENCY_EDGES_MS
 from testing.gateway_lab import SLOW_SECONDS, SLOW_SUFFIX
+from testing.waiting import wait_until
 from tests.test_gateway_routing import SEED_RULES
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-GAUGE = re.compile(
-    rb'graylane_gateway_latency_p95_ms\{lane="",service="user-app",version="V1"\} (\S+)'
-)
 
 
-class GaugeWatch:
-    """Every value the gateway's p95 gauge takes while the block runs (it changes once a
-    second, when a window with traffic closes), read five times a second."""
+def histogram(gateway, version: str, requests: int) -> tuple[dict[float, float], float]:
+    """The gateway's histogram of `version` (one lane per version in these tests) once it
+    counts `requests` (the gateway adds a window to it when the window closes, each second):
+    {upper edge in ms: requests at or under it}, and the sum of their latencies in ms."""
 
-    def __init__(self, gateway):
-        self.url = gateway.url + "/-/metrics"
-        self.values: list[float] = []
-        self._stop = threading.Event()
+    def read() -> tuple[dict[float, float], float] | None:
+        text = httpx.get(gateway.url + "/-/metrics", timeout=2).text
+        samples = [
+            sample
+            for family in text_string_to_metric_families(text)
+            if family.name == "graylane_gateway_latency_seconds"
+            for sample in family.samples
+            if sample.labels["version"] == version
+        ]
+        count = next((s.value for s in samples if s.name.endswith("_count")), 0)
+        if count != requests:
+            return None
+        # Rounded, so that the edges read back are those of LATENCY_EDGES_MS (+Inf: inf).
+        buckets = {
+            round(1000 * float(s.labels["le"]), 6): s.value
+            for s in samples
+            if s.name.endswith("_bucket")
+        }
+        return buckets, 1000 * next(s.value for s in samples if s.name.endswith("_sum"))
 
-    def _read(self) -> float | None:
-        match = GAUGE.search(httpx.get(self.url, timeout=2).content)
-        return float(match.group(1)) if match else None
+    return wait_until(read, 10, f"the gateway's histogram to count {requests} requests")
 
-    def _watch(self) -> None:
-        last = None
-        while not self._stop.wait(0.2):
-            value = self._read()
-            if value is not None and value != last:
-                self.values.append(value)
-                last = value
 
-    def __enter__(self) -> "GaugeWatch":
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        time.sleep(1.5)  # the last window closes
-        self._stop.set()
-        self._thread.join(5)
+def bucket_top(latency_ms: float) -> float:
+    """The upper edge of the gateway's histogram bucket that holds `latency_ms` (inf above
+    the last)."""
+    return next((edge for edge in LATENCY_EDGES_MS if latency_ms <= edge), math.inf)
 
 
 def timed_requests(gateway, path: str, count: int) -> list[float]:
@@ -67,17 +68,17 @@ def test_sub_millisecond_requests_are_measured_to_a_fraction_of_a_millisecond(la
     lab.sync()
     lab.policy(**SEED_RULES)
     gateway = lab.start_gateway()
-    with GaugeWatch(gateway) as gauge:
-        client_ms = []
-        for _ in range(3):  # three windows
-            client_ms += timed_requests(gateway, "/user-app/hello", 60)
-            time.sleep(1.1)
-    assert gauge.values, "the gateway reported no latency"
-    # Each request took the gateway less time than the client that sent it, so each window's
-    # p95 lies above zero and below the slowest request the client saw.
-    assert all(0 < p95 < max(client_ms) for p95 in gauge.values), (gauge.values, max(client_ms))
-    # A millisecond clock (the event loop's) reports whole milliseconds, mostly 0 or 1.
-    assert any(not p95.is_integer() for p95 in gauge.values), gauge.values
+    client_ms = []
+    for _ in range(3):  # three windows
+        client_ms += timed_requests(gateway, "/user-app/hello", 60)
+        time.sleep(1.1)
+    buckets, sum_ms = histogram(gateway, "V1", len(client_ms))
+    # Each request took the gateway less time than the client that sent it: none lies above
+    # the bucket of the slowest the client saw, and together they took less.
+    assert buckets[bucket_top(max(client_ms))] == len(client_ms), (buckets, max(client_ms))
+    assert 0 < sum_ms < sum(client_ms), (sum_ms, sum(client_ms))
+    # A millisecond clock (the event loop's) would add up to whole milliseconds.
+    assert abs(sum_ms - round(sum_ms)) > 1e-6, sum_ms
 
 
 def test_slow_requests_are_measured_at_least_as_slow_as_the_upstream(lab):
@@ -85,10 +86,9 @@ def test_slow_requests_are_measured_at_least_as_slow_as_the_upstream(lab):
     lab.sync()
     lab.policy(**SEED_RULES)
     gateway = lab.start_gateway()
-    with GaugeWatch(gateway) as gauge:
-        client_ms = timed_requests(gateway, "/user-app/hello" + SLOW_SUFFIX, 40)
-    assert gauge.values, "the gateway reported no latency"
-    assert all(1000 * SLOW_SECONDS <= p95 < max(client_ms) for p95 in gauge.values), (
-        gauge.values,
-        max(client_ms),
-    )
+    client_ms = timed_requests(gateway, "/user-app/hello" + SLOW_SUFFIX, 40)
+    buckets, sum_ms = histogram(gateway, "V1", len(client_ms))
+    below_upstream = max(edge for edge in LATENCY_EDGES_MS if edge < 1000 * SLOW_SECONDS)
+    assert buckets[below_upstream] == 0, buckets
+    assert buckets[bucket_top(max(client_ms))] == len(client_ms), (buckets, max(client_ms))
+    assert 1000 * SLOW_SECONDS * len(client_ms) <= sum_ms < sum(client_ms), (sum_ms, client_ms)

@@ -1,23 +1,40 @@
 """What the gateway counts: per (service, version, lane) requests, errors and latency, in
 one-second windows for the dashboard (`POST /api/v1/metrics/`, the contract's sample
-shape) and as running totals in Prometheus text. The lane is that of a GRAY request ("gray"
-for the gray lane); other requests have none, and their samples carry no `lane`.
+shape) and as running totals in Prometheus text: two counters and a latency histogram. The
+lane is that of a GRAY request ("gray" for the gray lane); other requests have none, and
+their samples carry no `lane`.
 
 An error is a 5xx answer or a failed proxy attempt the client saw (both are answered
-with 5xx by the gateway). The per-request cost is a dict lookup and a list append; the
-prometheus-client objects are made only when /metrics is read.
+with 5xx by the gateway). The per-request cost is a dict lookup and a list append: the
+window's latencies are sorted once when it closes, which gives its p95 and, by bisection,
+what each histogram bucket gains. The prometheus-client objects are made only when
+/metrics is read.
+
+The histogram, not a p95 per window, is what Prometheus gets because p95s cannot be merged:
+the worst one-second p95 of a step is decided by whichever second was slowest, be it of two
+requests, while buckets add up over seconds and gateways, so the step's p95 weighs each
+request once (metrics/promql_source.py's default template).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from bisect import bisect_right
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
 Key = tuple[str, str, str | None]  # service, version, lane
+
+# The histogram's upper edges (`le`), in ms: every second edge of the dashboard's own latency
+# histogram (metrics/latency.py, 2^(k/4) ms), so √2 apart, to three significant digits. From
+# 62.5 µs, since a gateway on loopback answers in tenths of a millisecond, to 65.5 s, twice
+# the default request timeout; slower requests are in +Inf only.
+LATENCY_EDGES_MS = tuple(float(f"{2 ** (k / 2):.3g}") for k in range(-8, 33))
+# Prometheus' unit is the second.
+_LE = tuple(f"{edge / 1000:.3g}" for edge in LATENCY_EDGES_MS) + ("+Inf",)
 
 
 def p95(latencies: list[float]) -> float:
@@ -32,7 +49,9 @@ class Metrics:
         self._window_start = time.time()
         self.totals: dict[Key, int] = {}
         self.errors: dict[Key, int] = {}
-        self.latest_p95: dict[Key, float] = {}
+        # Per key, the requests at or under each edge of LATENCY_EDGES_MS, since the start.
+        self.latency_buckets: dict[Key, list[int]] = {}
+        self.latency_sum_ms: dict[Key, float] = {}
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_Collector(self))
 
@@ -59,7 +78,13 @@ class Metrics:
             service, version, lane = key
             self.totals[key] = self.totals.get(key, 0) + total
             self.errors[key] = self.errors.get(key, 0) + errors
-            self.latest_p95[key] = latency = round(p95(latencies), 3)
+            ordered = sorted(latencies)
+            buckets = self.latency_buckets.get(key)
+            if buckets is None:
+                buckets = self.latency_buckets[key] = [0] * len(LATENCY_EDGES_MS)
+            for index, edge in enumerate(LATENCY_EDGES_MS):
+                buckets[index] += bisect_right(ordered, edge)
+            self.latency_sum_ms[key] = self.latency_sum_ms.get(key, 0.0) + sum(ordered)
             sample = {
                 "service": service,
                 "version": version,
@@ -67,7 +92,7 @@ class Metrics:
                 "window_s": window_s,
                 "total": total,
                 "errors": errors,
-                "latency_ms_p95": latency,
+                "latency_ms_p95": round(p95(ordered), 3),
             }
             if lane is not None:
                 sample["lane"] = lane
@@ -96,9 +121,9 @@ class _Collector:
             "5xx answers and failed proxy attempts seen by clients.",
             labels=labels,
         )
-        latency = GaugeMetricFamily(
-            "graylane_gateway_latency_p95_ms",
-            "95th percentile latency of the last one-second window with traffic, in ms.",
+        latency = HistogramMetricFamily(
+            "graylane_gateway_latency_seconds",
+            "Time from the request head to the end of the answer, in seconds.",
             labels=labels,
         )
         for key, total in metrics.totals.items():
@@ -106,5 +131,9 @@ class _Collector:
             values = [service, version, lane or ""]
             requests.add_metric(values, total)
             errors.add_metric(values, metrics.errors.get(key, 0))
-            latency.add_metric(values, metrics.latest_p95.get(key, 0.0))
+            # The +Inf bucket is every request (its count is the histogram's _count).
+            counts = [*metrics.latency_buckets[key], total]
+            latency.add_metric(
+                values, list(zip(_LE, counts, strict=True)), metrics.latency_sum_ms[key] / 1000
+            )
         yield from (requests, errors, latency)

@@ -1,11 +1,12 @@
-"""Metric windows in the contract's shape, Prometheus text, and a dashboard without the
-ingestion endpoint logged once."""
+"""Metric windows in the contract's shape, Prometheus text with a latency histogram, and a
+dashboard without the ingestion endpoint logged once."""
 
 import json
 import logging
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from dataplane.gateway.metrics import Metrics, p95
 from dataplane.gateway.reporter import Reporter
@@ -27,7 +28,37 @@ def test_a_window_becomes_samples_per_service_and_version():
     text = metrics.prometheus_text().decode()
     assert 'graylane_gateway_requests_total{lane="",service="user-app",version="V1"} 100.0' in text
     assert 'graylane_gateway_errors_total{lane="",service="user-app",version="V2"} 1.0' in text
-    assert 'graylane_gateway_latency_p95_ms{lane="",service="user-app",version="V1"} 95.0' in text
+    v1 = 'service="user-app",version="V1"'
+    assert f'graylane_gateway_latency_seconds_bucket{{lane="",le="0.0905",{v1}}} 90.0' in text
+    assert f'graylane_gateway_latency_seconds_count{{lane="",{v1}}} 100.0' in text
+    assert f'graylane_gateway_latency_seconds_sum{{lane="",{v1}}} 5.05' in text
+
+
+def test_the_latency_histogram_counts_every_request_once_across_windows():
+    metrics = Metrics()
+    for latency_ms in (0.05, 0.1, 0.3, 0.3, 31.0):
+        metrics.record("user-app", "V2", error=False, latency_ms=latency_ms, lane="gray")
+    metrics.flush()
+    metrics.record("user-app", "V2", error=False, latency_ms=31.0, lane="gray")
+    metrics.record("user-app", "V2", error=True, latency_ms=70_000.0, lane="gray")  # > last edge
+    metrics.flush()
+    [family] = [
+        family
+        for family in text_string_to_metric_families(metrics.prometheus_text().decode())
+        if family.name == "graylane_gateway_latency_seconds"
+    ]
+    assert {s.labels["lane"] for s in family.samples} == {"gray"}
+    buckets = {s.labels["le"]: s.value for s in family.samples if s.name.endswith("_bucket")}
+    # Cumulative: each bucket holds the requests at or under its edge, in seconds.
+    assert [buckets[le] for le in ("6.25e-05", "0.000125", "0.00025", "0.000354")] == [1, 2, 2, 4]
+    assert [buckets[le] for le in ("0.0226", "0.032", "65.5", "+Inf")] == [4, 6, 6, 7]
+    assert list(buckets.values()) == sorted(buckets.values())
+    count, total = (
+        next(s.value for s in family.samples if s.name.endswith(suffix))
+        for suffix in ("_count", "_sum")
+    )
+    assert count == 7
+    assert total == pytest.approx((0.05 + 0.1 + 0.3 + 0.3 + 31.0 + 31.0 + 70_000.0) / 1000)
 
 
 def test_p95_is_the_nearest_rank():

@@ -2,6 +2,7 @@
 checked when loaded, `source` validated, and an unreachable or silent Prometheus answered
 with 503 and a message. The queries against a real Prometheus: tests/test_prometheus_source.py."""
 
+import math
 import socket
 import time
 from pathlib import Path
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from metrics import promql_source
+from dataplane.gateway.metrics import LATENCY_EDGES_MS
+from metrics import latency, promql_source
 from metrics.tests.conftest import post, sample
 from testing.processes import free_port
 
@@ -40,6 +42,15 @@ def test_a_file_overrides_fleet_wide_and_per_service_and_the_rest_stays_default(
     }
     assert templates.for_service("legacy")["requests"] == "r{service}"
     assert templates.for_service("legacy")["errors"] == "e{step}"
+
+
+def test_the_gateway_histogram_read_by_default_has_every_second_edge_of_the_dashboards():
+    template = promql_source.DEFAULT_TEMPLATES[promql_source.LATENCY]
+    assert "graylane_gateway_latency_seconds_bucket" in template
+    buckets = [round(latency.STEPS_PER_DOUBLING * math.log2(edge)) for edge in LATENCY_EDGES_MS]
+    assert buckets == list(range(-16, latency.LAST_BUCKET, 2))
+    for bucket, edge in zip(buckets, LATENCY_EDGES_MS, strict=True):
+        assert edge == pytest.approx(latency.upper_edge(bucket), rel=0.005)
 
 
 def test_the_spring_cloud_gateway_example_loads():
