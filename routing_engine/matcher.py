@@ -62,7 +62,6 @@ def lower_headers(headers: Mapping[str, str]) -> dict[str, str]:
 # How many spellings of header names header_picker remembers: a client choosing a new one
 # per request cannot grow it for ever.
 _SPELLINGS = 4096
-_UNSEEN = ""  # what header_picker answers for a spelling it has not seen: no name is empty
 
 
 def header_picker(names: Iterable[str]) -> Callable[[Mapping[str, str]], dict[str, str]]:
@@ -78,22 +77,33 @@ def header_picker(names: Iterable[str]) -> Callable[[Mapping[str, str]], dict[st
     def pick(headers: Mapping[str, str]) -> dict[str, str]:
         picked = {}
         for name, value in headers.items():
-            lower = spellings.get(name, _UNSEEN)
-            if lower is None:
+            # `in` and a subscript, not .get(): no method call, and the name's hash is computed
+            # once for both.
+            if name in spellings:
+                lower = spellings[name]
+                if lower is not None:
+                    picked[lower] = value
                 continue
-            if lower is _UNSEEN:
-                lower = name.lower()
-                if lower not in wanted:
-                    lower = None
-                if len(spellings) >= _SPELLINGS:
-                    spellings.clear()
-                spellings[name] = lower
-                if lower is None:
-                    continue
-            picked[lower] = value
+            lower = name.lower()
+            if lower not in wanted:
+                lower = None
+            if len(spellings) >= _SPELLINGS:
+                spellings.clear()
+            spellings[name] = lower
+            if lower is not None:
+                picked[lower] = value
         return picked
 
     return pick
+
+
+def utf8(text: str) -> bytes:
+    """`text` in UTF-8, a lone surrogate too (a JSON client may send one). str.encode() with
+    an error handler takes the codec's slow path, so only such a text goes there."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
 
 
 def user_bucket(user: str) -> int:
@@ -103,7 +113,7 @@ def user_bucket(user: str) -> int:
     textual ids evenly (see the spread test), and other engines have it (Envoy's Lua filter
     computes it too); nobody gains from steering their own id into gray.
     """
-    return zlib.crc32(user.encode("utf-8", "surrogatepass")) % _BUCKETS
+    return zlib.crc32(utf8(user)) % _BUCKETS
 
 
 def service_seed(service: str) -> int:
@@ -121,7 +131,7 @@ def service_bucket(service: str, user: str, seed: int | None = None) -> int:
     """
     if seed is None:
         seed = service_seed(service)
-    return zlib.crc32(user.encode("utf-8", "surrogatepass"), seed) % _BUCKETS
+    return zlib.crc32(utf8(user), seed) % _BUCKETS
 
 
 def ip_ranges(entries: Iterable[str]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
@@ -355,7 +365,10 @@ class _Rules:
                     if user in users:
                         return _BY_USER
                     if threshold:
-                        encoded = user.encode("utf-8", "surrogatepass")
+                        try:  # utf8(), inline: a call per request costs as much as the encoding
+                            encoded = user.encode()
+                        except UnicodeEncodeError:
+                            encoded = user.encode("utf-8", "surrogatepass")
                         bucket = (crc32(encoded) if seed is None else crc32(encoded, seed)) % (
                             _BUCKETS
                         )
@@ -574,11 +587,13 @@ def _lanes_decider(
         city: str | None = None,
         user: str | None = None,
     ) -> Decision:
+        # Membership first (`in`, no call), the lane mask only on a hit: most requests match
+        # nothing, and a method call per lookup would cost more than the lookup itself.
         header_mask = 0
         for key, values in headers_index:
             value = headers.get(key)
-            if value is not None:
-                header_mask |= values.get(value, 0)
+            if value is not None and value in values:
+                header_mask |= values[value]
         ip_mask = 0
         if has_ips and ip is not None:
             try:
@@ -600,16 +615,22 @@ def _lanes_decider(
             if city is None:
                 city = headers.get(city_key)
             if city is not None:
-                city_mask = cities.get(city.strip().casefold(), 0)
+                city = city.strip().casefold()
+                if city in cities:
+                    city_mask = cities[city]
         user_mask = 0
         percent_hit = everyone
         own_hit = own_everyone
         if user is None:
             user = headers.get(user_key)
         if user:
-            user_mask = users.get(user, 0)
+            if user in users:
+                user_mask = users[user]
             if table is not None or own_percents:
-                encoded = user.encode("utf-8", "surrogatepass")
+                try:  # utf8(), inline: a call per request costs as much as the encoding
+                    encoded = user.encode()
+                except UnicodeEncodeError:
+                    encoded = user.encode("utf-8", "surrogatepass")
                 if table is not None:
                     percent_hit |= table[crc32(encoded) % _BUCKETS]
                 if own_percents:
