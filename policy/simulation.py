@@ -81,7 +81,15 @@ def simulate(
     }
     if not entry:
         return result
-    hops = [_hop(document, name, decision) for name in (path or [entry])]
+    services = path or [entry]
+    # One read of the instances for the whole path (a query per hop cost the most).
+    instances: dict[str, list[dict[str, Any]]] = {name: [] for name in services}
+    for row in Instance.objects.filter(service__name__in=services).values(
+        "service__name", "id", "instance_id", "host", "port", "version", "state", "weight"
+    ):
+        fields: dict[str, Any] = dict(row)
+        instances[fields.pop("service__name")].append(fields)
+    hops = [_hop(document, name, decision, instances[name]) for name in services]
     result["version"], result["instances"] = hops[0]["version"], hops[0].pop("chosen")
     for hop in hops[1:]:
         hop.pop("chosen")
@@ -90,9 +98,11 @@ def simulate(
     return result
 
 
-def _hop(document: dict[str, Any], service: str, decision: Decision) -> dict[str, Any]:
+def _hop(
+    document: dict[str, Any], service: str, decision: Decision, instances: list[dict[str, Any]]
+) -> dict[str, Any]:
     """What a request under `decision` gets at `service` (docs/gateway-protocol.md, "Per
-    hop"), with the instances it may reach."""
+    hop"), with the instances it may reach (of `instances`, the service's)."""
     prod, gray = effective_versions(document, service)
     members = {
         name: lane["members"][service]["version"]
@@ -100,11 +110,6 @@ def _hop(document: dict[str, Any], service: str, decision: Decision) -> dict[str
         if service in lane["members"]
     }
     excluded = frozenset(quarantined_of(document).get(service, []))
-    instances = list(
-        Instance.objects.filter(service__name=service).values(
-            "id", "instance_id", "host", "port", "version", "state", "weight"
-        )
-    )
     # `routing` off (the reference design's gray.load): the balancer ignores versions.
     routing = document["gray"]["routing"]
     ask = ask_for(decision.flag, decision.lane, prod, gray, members) if routing else None
