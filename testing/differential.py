@@ -44,8 +44,10 @@ from typing import Any
 
 import aiohttp
 
+from policy.models import PolicyState
 from policy.publishing import load_state
 from policy.simulation import simulate
+from registry_sync.models import Instance
 
 PATH = ("user-app", "order-app", "pay-app")
 GEOIP_TEST_DB = Path(__file__).resolve().parents[1] / "tests/data/geoip/GeoIP2-City-Test.mmdb"
@@ -255,12 +257,41 @@ def _graylane_baggage(value: str | None) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(members))
 
 
-def expected(requests: Sequence[Request]) -> tuple[list[list[Hop]], Counter]:
+Expected = tuple[list[list[Hop]], Counter]
+# The simulator's answers by what they depend on: the requests, the document and the
+# instances' versions and states (not their addresses, which each test's fleet has anew).
+_answered: dict[tuple[tuple[Request, ...], str], Expected] = {}
+
+
+def expected(requests: Sequence[Request]) -> Expected:
     """The simulator's answer for each request at each hop of PATH, and how many requests
     each (lane, rule kind) decided. The simulator takes a request as one from a trusted
     proxy (its `ip` the client's, its city header believed), so a request that came from
-    no trusted proxy is given without its city header."""
+    no trusted proxy is given without its city header. Asked again with the same requests
+    and the same document and instances (another engine's test), it answers as before."""
     state = load_state()
+    key = (tuple(requests), _fingerprint(state.document))
+    if key not in _answered:
+        _answered.clear()
+        _answered[key] = _simulate(state, requests)
+    return _answered[key]
+
+
+def _fingerprint(document: Mapping[str, Any]) -> str:
+    services = {
+        name: {key: value for key, value in entry.items() if key != "instances"}
+        for name, entry in document["services"].items()
+    }
+    instances = sorted(
+        (service, str(version), state)
+        for service, version, state in Instance.objects.values_list(
+            "service__name", "version", "state"
+        )
+    )
+    return json.dumps([{**document, "services": services}, instances], sort_keys=True)
+
+
+def _simulate(state: PolicyState, requests: Sequence[Request]) -> Expected:
     answers = []
     matched: Counter = Counter()
     for request in requests:
