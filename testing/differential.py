@@ -168,6 +168,9 @@ class Request:
     client: str
     believed: bool
 
+    def sends(self, name: str, value: str) -> bool:
+        return any(n.lower() == name.lower() and v == value for n, v in self.headers)
+
     def describe(self) -> dict[str, Any]:
         return {"peer": self.peer, "headers": dict(self.headers), "client": self.client}
 
@@ -200,26 +203,40 @@ def generate(count: int, seed: int = 23) -> list[Request]:
                 if rng.random() < 0.3:  # another trusted proxy after the client
                     hops.append(f"10.9.{rng.randrange(256)}.{rng.randrange(1, 255)}")
                 if rng.random() < 0.1:  # the client's own word before it: ignored
-                    hops.insert(0, "81.2.69.142")
+                    hops.insert(0, rng.choice(["81.2.69.142", "unknown"]))
+                if rng.random() < 0.03:  # a garbled chain says nothing: the peer is the client
+                    hops.append("unknown")
                 headers["X-Forwarded-For"] = ", ".join(hops)
-                client = _client(hops)
+                client = _client(hops, peer)
         else:  # straight from a client: what it says of itself is not believed
             peer, believed, client = UNTRUSTED_PEER, False, UNTRUSTED_PEER
             if rng.random() < 0.5:
                 headers["X-Forwarded-For"] = rng.choice(CLIENTS)
         if rng.random() < 0.25:
             headers[CITY_HEADER] = rng.choice(CITY_HEADERS)
-        requests.append(Request(index, peer, tuple(headers.items()), client, believed))
+        spelled = tuple((_spelling(rng, name), value) for name, value in headers.items())
+        requests.append(Request(index, peer, spelled, client, believed))
     return requests
 
 
-def _client(forwarded_for: Sequence[str]) -> str:
-    """The client of a request from a trusted proxy: the nearest address in its
+def _spelling(rng: random.Random, name: str) -> str:
+    """Header names are case-insensitive: one in five is sent in another case."""
+    if rng.random() >= 0.2:
+        return name
+    return rng.choice([name.lower(), name.upper(), name.title()])
+
+
+def _client(forwarded_for: Sequence[str], peer: str) -> str:
+    """The client of a request from a trusted proxy (`peer`): the nearest address in its
     X-Forwarded-For that is no trusted proxy (the ones left of it are the client's word),
-    else the farthest."""
+    else the farthest; the peer when an entry up to that one is no address (a garbled chain
+    says nothing reliable)."""
     trusted = [ipaddress.ip_network(cidr) for cidr in TRUSTED_PROXIES.split(",")]
     for hop in reversed(forwarded_for):
-        address = ipaddress.ip_address(hop)
+        try:
+            address = ipaddress.ip_address(hop)
+        except ValueError:
+            return peer
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
             address = address.ipv4_mapped
         if not any(address in network for network in trusted):
@@ -295,9 +312,11 @@ def _simulate(state: PolicyState, requests: Sequence[Request]) -> Expected:
     answers = []
     matched: Counter = Counter()
     for request in requests:
-        headers = dict(request.headers)
-        if not request.believed:
-            headers.pop(CITY_HEADER, None)
+        headers = {
+            name: value
+            for name, value in request.headers
+            if request.believed or name.lower() != CITY_HEADER.lower()
+        }
         result = simulate(
             state, service=None, headers=headers, ip=request.client, city=None, user=None,
             path=list(PATH),
