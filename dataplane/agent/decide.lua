@@ -1,15 +1,27 @@
--- The gray decision inside Envoy (an HTTP Lua filter, per route configuration): the same
--- rules, order and sticky hash as routing_engine.GrayMatcher. The agent puts the data of
--- one generation above this code (render_envoy); everything is looked up in tables built
--- once per worker, so 100,000 users cost one CRC and one hash lookup, and 10,000 CIDRs one
--- binary search.
+-- The gray decision of one generation, in Envoy (its HTTP Lua filter) and in nginx
+-- (lua-nginx-module): one code for both, LuaJIT in both. The agent puts the generation's
+-- data above this code (dataplane/agent/lua_data.py): the rules as routing_engine.portable
+-- exports them from the structures GrayMatcher decides by, and per route (a flag, and its
+-- lane under GRAY) the pools and the headers the Python gateway sends on
+-- (dataplane.gateway.routing). Everything is looked up in tables built once per worker
+-- (Envoy) or once in the master (nginx), so 100,000 users cost one CRC and one hash lookup,
+-- and 10,000 CIDRs one binary search.
+--
+-- Header values are compared as the Python gateway compares them: its headers are read as
+-- Latin-1 text and the rules' strings are Unicode, so a value's bytes are made the UTF-8 of
+-- their Latin-1 reading before they are compared or hashed (nothing changes for ASCII).
 --
 -- Per request it uses string.byte, string.sub, string.find (plain) and string.lower only:
 -- LuaJIT compiles those, not string.match, gmatch or gsub (each call leaves the compiled
 -- trace for the interpreter).
 local bit = require("bit")
+local ffi = require("ffi")
 local band, bxor, rshift = bit.band, bit.bxor, bit.rshift
-local byte, sub, find, lower = string.byte, string.sub, string.find, string.lower
+local byte, sub, find, lower, char = string.byte, string.sub, string.find, string.lower, string.char
+local concat = table.concat
+-- The engine's access to a request's headers (below): get(h, name) its last value,
+-- all(h, name, separator) its values joined, set, remove, geo_city(h, ip) GeoIP's city.
+local IO
 
 local CRC = {}
 for i = 0, 255 do
@@ -25,11 +37,39 @@ end
 local function crc32(s, seed, first, last)
   local c = bxor(seed, 0xFFFFFFFF)
   for i = first or 1, last or #s do
-    c = bxor(CRC[band(bxor(c, s:byte(i)), 0xFF)], rshift(c, 8))
+    c = bxor(CRC[band(bxor(c, byte(s, i)), 0xFF)], rshift(c, 8))
   end
   c = bxor(c, 0xFFFFFFFF)
   if c < 0 then c = c + 4294967296 end
   return c
+end
+
+-- The UTF-8 of a value's Latin-1 reading (bytes 0x80-0xFF become two bytes).
+local function utf8_of_latin1(text)
+  local wide = false
+  for i = 1, #text do
+    if byte(text, i) >= 128 then wide = true break end
+  end
+  if not wide then return text end
+  local out = {}
+  for i = 1, #text do
+    local b = byte(text, i)
+    if b < 128 then out[i] = char(b) else out[i] = char(0xC0 + rshift(b, 6), 0x80 + band(b, 0x3F)) end
+  end
+  return concat(out)
+end
+
+-- Comma-separated lists into arrays (at start, not per request).
+local function numbers(text, base)
+  local out = {}
+  for item in text:gmatch("([^,]+),") do out[#out + 1] = tonumber(item, base) end
+  return out
+end
+
+local function strings(text)
+  local out = {}
+  for item in text:gmatch("([^,]+),") do out[#out + 1] = item end
+  return out
 end
 
 -- Ranges "first-last,..." (hex; IPv4 as numbers, IPv6 as 32-digit strings, which sort
@@ -47,24 +87,37 @@ local function covered(set, key)
   local firsts, lasts = set[1], set[2]
   local lo, hi = 1, #firsts
   while lo <= hi do
-    local mid = math.floor((lo + hi) / 2)
+    local mid = rshift(lo + hi, 1)
     if firsts[mid] <= key then lo = mid + 1 else hi = mid - 1 end
   end
   return hi >= 1 and key <= lasts[hi]
 end
 
-local function is_digit(b) return b >= 48 and b <= 57 end
-local function is_space(b) return b == 32 or (b >= 9 and b <= 13) end
+-- bisect_right(bounds, key): how many bounds are at most key.
+local function bisect_right(bounds, key)
+  local lo, hi = 1, #bounds
+  while lo <= hi do
+    local mid = rshift(lo + hi, 1)
+    if bounds[mid] <= key then lo = mid + 1 else hi = mid - 1 end
+  end
+  return hi
+end
 
--- "a.b.c.d" (decimal, each part 1 digit or more and <= 255) as a number.
+local function is_digit(b) return b ~= nil and b >= 48 and b <= 57 end
+-- Python's str.strip() of ASCII: space, \t \n \v \f \r and \x1c-\x1f.
+local function is_space(b) return b == 32 or (b >= 9 and b <= 13) or (b >= 28 and b <= 31) end
+
+-- "a.b.c.d" as ipaddress reads it (decimal parts of 1-3 digits, no leading zero, <= 255),
+-- as a number.
 local function v4_number(ip)
-  local number, part, dots, digits = 0, 0, 0, 0
+  local number, part, dots, digits, first = 0, 0, 0, 0, 0
   for i = 1, #ip do
     local b = byte(ip, i)
     if b == 46 then
       if digits == 0 or dots == 3 then return nil end
       number, part, dots, digits = number * 256 + part, 0, dots + 1, 0
     elseif is_digit(b) then
+      if digits == 0 then first = b elseif first == 48 or digits == 3 then return nil end
       part, digits = part * 10 + b - 48, digits + 1
       if part > 255 then return nil end
     else
@@ -77,10 +130,10 @@ end
 
 -- An IPv6 address as 32 hex digits, or (nil, IPv4 number) for ::ffff:a.b.c.d.
 local function v6_hex(ip)
-  local groups, v4 = {}, nil
+  local groups = {}
   local dotted = ip:match(":(%d+%.%d+%.%d+%.%d+)$")
   if dotted then
-    v4 = v4_number(dotted)
+    local v4 = v4_number(dotted)
     if not v4 then return nil end
     ip = ip:sub(1, #ip - #dotted) .. string.format("%x:%x", math.floor(v4 / 65536), v4 % 65536)
   end
@@ -102,7 +155,7 @@ local function v6_hex(ip)
   elseif not split(ip, groups) or #groups ~= 8 then
     return nil
   end
-  local hex = table.concat(groups)
+  local hex = concat(groups)
   if hex:sub(1, 24) == "00000000000000000000ffff" then
     return nil, tonumber(hex:sub(25), 16)
   end
@@ -119,69 +172,55 @@ local function address_key(ip)
   return nil, hex
 end
 
-local function in_networks(v4set, v6set, number, hex)
-  if number then return covered(v4set, number) end
-  return hex ~= nil and covered(v6set, hex)
+local function in_networks(set, number, hex)
+  if number then return covered(set.v4, number) end
+  return hex ~= nil and covered(set.v6, hex)
 end
 
-local IPS4, IPS6 = ranges(IPS.v4, true), ranges(IPS.v6, false)
-local TRUSTED4, TRUSTED6 = ranges(TRUSTED.v4, true), ranges(TRUSTED.v6, false)
-local LOCAL4, LOCAL6 = ranges(LOCAL.v4, true), ranges(LOCAL.v6, false)
-local HAS_IPS = #IPS4[1] + #IPS6[1] > 0
-local HAS_TRUSTED = #TRUSTED4[1] + #TRUSTED6[1] > 0
-local HAS_CITIES = next(CITIES) ~= nil
-
--- The users' places in USER_TEXT (start * 65536 + length: an entry has at most 256
--- characters, 1,024 bytes), in an open-addressing table keyed by their CRC-32, in FFI arrays.
--- 100,000 strings of their own (a Lua table of the users) were as many objects for the
--- garbage collector to mark and sweep in each cycle, and a Lua table of numbers is still
--- traversed: either cost Envoy more per request than the rest of the decision.
-local ffi = require("ffi")
-local USER_COUNT = select(2, USER_LENGTHS:gsub(",", ""))
-local USER_MASK = 1
-while USER_MASK < 2 * USER_COUNT do USER_MASK = USER_MASK * 2 end
-USER_MASK = USER_MASK - 1
-local SLOT_CRC = ffi.new("uint32_t[?]", USER_MASK + 1)
-local SLOT_PLACE = ffi.new("double[?]", USER_MASK + 1)  -- 0: an empty slot
-do
-  local start = 1
-  for length in USER_LENGTHS:gmatch("(%d+),") do
-    length = tonumber(length)
-    local key = crc32(USER_TEXT, 0, start, start + length - 1)
-    local slot = band(key, USER_MASK)
-    while SLOT_PLACE[slot] ~= 0 do slot = band(slot + 1, USER_MASK) end
-    SLOT_CRC[slot], SLOT_PLACE[slot] = key, start * 65536 + length
-    start = start + length
-  end
-end
-local HAS_USERS = USER_COUNT > 0
-
-local function at_place(user, place)
-  local start = math.floor(place / 65536)
-  if place - start * 65536 ~= #user then return false end
-  for i = 1, #user do
-    if byte(user, i) ~= byte(USER_TEXT, start + i - 1) then return false end
-  end
-  return true
-end
-
--- Users that share a CRC sit in slots one after another: each is compared.
-local function is_user(user)
-  local key = crc32(user, 0)
-  local slot = band(key, USER_MASK)
-  while true do
-    local place = SLOT_PLACE[slot]
-    if place == 0 then return false end
-    if SLOT_CRC[slot] == key and at_place(user, place) then return true end
-    slot = band(slot + 1, USER_MASK)
-  end
-end
+local function networks(text) return {v4 = ranges(text.v4, true), v6 = ranges(text.v6, false)} end
+local TRUSTED_NETS, LOCAL_NETS = networks(TRUSTED), networks(LOCAL)
+local HAS_TRUSTED = #TRUSTED_NETS.v4[1] + #TRUSTED_NETS.v6[1] > 0
 
 local function strip(text)
   local first, last = 1, #text
   while first <= last and is_space(byte(text, first)) do first = first + 1 end
   while last >= first and is_space(byte(text, last)) do last = last - 1 end
   return sub(text, first, last)
+end
+
+-- The pieces of a comma-separated list, empty ones too (Python's split(",")).
+local function split_commas(text)
+  local found, start = {}, 1
+  while true do
+    local comma = find(text, ",", start, true)
+    if not comma then found[#found + 1] = sub(text, start) return found end
+    found[#found + 1] = sub(text, start, comma - 1)
+    start = comma + 1
+  end
+end
+
+-- routing_engine.CallerResolver.client_ip, of a trusted peer: the nearest X-Forwarded-For
+-- hop that is not a trusted proxy (the peer itself for a garbled chain).
+local function client_ip(peer, forwarded)
+  if not forwarded or forwarded == "" then return peer end
+  local hops = split_commas(forwarded)
+  for i = #hops, 1, -1 do
+    hops[i] = strip(hops[i])
+    local number, hex = address_key(hops[i])
+    if not (number or hex) then return peer end
+    if not in_networks(TRUSTED_NETS, number, hex) then return hops[i] end
+  end
+  return hops[1]
+end
+
+-- The address in the form a GeoIP lookup takes: IPv4-mapped IPv6 as IPv4.
+local function lookup_form(ip)
+  local number, hex = address_key(ip)
+  if number and find(ip, ":", 1, true) then
+    return string.format("%d.%d.%d.%d", rshift(number, 24) % 256, rshift(number, 16) % 256,
+      rshift(number, 8) % 256, number % 256)
+  end
+  return ip, number, hex
 end
 
 -- "host:port" or "[v6]:port" without the port (as is without one).
@@ -207,117 +246,344 @@ local function service_of(path)
   return last > 1 and sub(path, 2, last) or nil
 end
 
--- The non-empty pieces of a comma-separated list, as gmatch("[^,]+") finds them.
-local function members(text)
-  local found, start = {}, 1
-  while start <= #text do
-    local comma = find(text, ",", start, true) or #text + 1
-    if comma > start then found[#found + 1] = sub(text, start, comma - 1) end
-    start = comma + 1
-  end
-  return found
-end
-
--- routing_engine.CallerResolver.client_ip: the nearest X-Forwarded-For hop that is not a
--- trusted proxy, believed only from a trusted peer.
-local function client_ip(peer, forwarded)
-  if not forwarded then return peer end
-  local hops = members(forwarded)
-  for i = #hops, 1, -1 do
-    hops[i] = strip(hops[i])
-    local number, hex = address_key(hops[i])
-    if not (number or hex) then return peer end
-    if not in_networks(TRUSTED4, TRUSTED6, number, hex) then return hops[i] end
-  end
-  return hops[1] or peer
-end
-
-local function decide(headers, peer, forwarded, route)
-  if not ENABLED then return "ALL" end
-  local user = nil
-  if route.targeted then
-    if HEADER_KEY and headers:get(HEADER_KEY) == HEADER_VALUE then return "GRAY" end
-    if HAS_IPS or HAS_CITIES then
-      local number, hex = address_key(peer)
-      local trusted = HAS_TRUSTED and in_networks(TRUSTED4, TRUSTED6, number, hex)
-      if trusted then
-        local ip = client_ip(peer, forwarded)
-        if ip ~= peer then number, hex = address_key(ip) end
-      end
-      if HAS_IPS and in_networks(IPS4, IPS6, number, hex) then return "GRAY" end
-      if HAS_CITIES then
-        local city = trusted and headers:get(CITY_KEY) or nil
-        if city == nil then
-          if in_networks(LOCAL4, LOCAL6, number, hex) then
-            city = "local"
-          else
-            city = headers:get(GEO_HEADER)
-          end
-        end
-        if city ~= nil and CITIES[lower(strip(city))] then return "GRAY" end
-      end
-    end
-    if HAS_USERS then
-      user = headers:get(USER_KEY)
-      if user and is_user(user) then return "GRAY" end
-    end
-  end
-  local threshold = route.percent * 100
-  if threshold > 0 then
-    user = user or headers:get(USER_KEY)
-    if threshold >= 10000 then return "GRAY" end
-    if user and user ~= "" and crc32(user, route.seed) % 10000 < threshold then return "GRAY" end
-  end
-  return "PROD"
-end
-
-local function strip_gray_baggage(headers)
-  local baggage = headers:get("baggage")
-  if not baggage then return end
+-- A W3C baggage value without the members whose key names a gray flag
+-- (dataplane.gateway.headers.strip_gray_baggage).
+local function strip_gray_baggage(value)
   local kept = {}
-  for _, member in ipairs(members(baggage)) do
+  for _, member in ipairs(split_commas(value)) do
     local key = sub(member, 1, (find(member, "=", 1, true) or #member + 1) - 1)
     if strip(member) ~= "" and not find(lower(strip(key)), "gray", 1, true) then
       kept[#kept + 1] = member
     end
   end
-  if #kept == 0 then headers:remove("baggage") else headers:replace("baggage", table.concat(kept, ",")) end
+  return concat(kept, ",")
 end
 
-local function answer(handle, status, detail)
-  handle:respond({[":status"] = status, ["content-type"] = "application/json"},
-    '{"detail": "' .. detail .. '"}')
+if STAGE == "caller" then
+  -- Envoy with --geoip: the first Lua filter names the client for its geoip filter (which
+  -- reads CLIENT_HEADER), so a city is looked up for the client behind trusted proxies, as
+  -- the Python gateway looks it up. The decision runs in the second one.
+  function envoy_on_request(handle)
+    local headers = handle:headers()
+    headers:remove(CLIENT_HEADER)
+    local peer = peer_of(handle:streamInfo():downstreamDirectRemoteAddress())
+    local number, hex = address_key(peer)
+    local ip = peer
+    if HAS_TRUSTED and in_networks(TRUSTED_NETS, number, hex) then
+      local chain = {}
+      for i = 0, headers:getNumValues("x-forwarded-for") - 1 do
+        chain[#chain + 1] = headers:getAtIndex("x-forwarded-for", i)
+      end
+      ip = client_ip(peer, #chain > 0 and concat(chain, ", ") or nil)
+    end
+    local form, lookup_number, lookup_hex = lookup_form(ip)
+    -- Loopback and private addresses are `local` without a lookup.
+    if not in_networks(LOCAL_NETS, lookup_number, lookup_hex) then
+      headers:replace(CLIENT_HEADER, form)
+    end
+  end
+  return
 end
 
--- The request line, "METHOD target HTTP/1.1", over its limit: Envoy has no setting for it
--- (the connection manager counts the headers and their bytes). Measured once the whole head
--- is read (at most 64 KiB), so the connection can go on after the answer.
-local function line_too_long(headers, path)
-  return #path > REQUEST_LINE_LIMIT - 32 and
-    #(headers:get(":method") or "") + #path + 10 > REQUEST_LINE_LIMIT
+-- Lane sets: SETS[id] is an array of lanes' places (0: the lane tried first).
+local SETS = {}
+for id, text in ipairs(SET_TEXT) do SETS[id] = numbers(text, 10) end
+local function set_of(id) return SETS[id] end
+
+local V4_BOUNDS, V4_SETS = numbers(IPS.v4, 16), numbers(IPS.v4sets, 10)
+local V6_BOUNDS, V6_SETS = strings(IPS.v6), numbers(IPS.v6sets, 10)
+local HAS_IPS = #V4_BOUNDS + #V6_BOUNDS > 0
+local HAS_CITIES = next(CITIES) ~= nil
+
+-- A lane's rank of each bucket (routing_engine.lanes.lane_rank), for lanes with a percent
+-- other than the gray lane (whose rank is the bucket itself).
+local RANK = {}
+for place, text in pairs(RANK_TEXT) do
+  local rank, i = ffi.new("uint16_t[10000]"), 0
+  for value in text:gmatch("(%d+),") do rank[i], i = tonumber(value), i + 1 end
+  RANK[place] = rank
 end
 
-function envoy_on_request(handle)
-  local headers = handle:headers()
-  local path = headers:get(":path") or "/"
-  if line_too_long(headers, path) then return answer(handle, "414", LINE_TOO_LONG) end
-  headers:remove("x-graylane-pool")  -- only the decision picks a pool
+local function taken(place, bucket, threshold)
+  local rank = RANK[place]
+  if rank then bucket = rank[bucket] end
+  return bucket < threshold
+end
+
+-- The users' places in USER_TEXT (start * 65536 + length: an entry has at most 256
+-- characters, 1,024 bytes) and their lane sets, in an open-addressing table keyed by their
+-- CRC-32, in FFI arrays. 100,000 strings of their own (a Lua table of the users) were as
+-- many objects for the garbage collector to mark and sweep in each cycle, and a Lua table of
+-- numbers is still traversed: either cost Envoy more per request than the rest of the
+-- decision.
+local USER_COUNT = select(2, USER_LENGTHS:gsub(",", ""))
+local USER_MASK = 1
+while USER_MASK < 2 * USER_COUNT do USER_MASK = USER_MASK * 2 end
+USER_MASK = USER_MASK - 1
+local SLOT_CRC = ffi.new("uint32_t[?]", USER_MASK + 1)
+local SLOT_PLACE = ffi.new("double[?]", USER_MASK + 1)  -- 0: an empty slot
+local SLOT_SET = ffi.new("int32_t[?]", USER_MASK + 1)
+do
+  local start, sets = 1, numbers(USER_SETS, 10)
+  local n = 0
+  for length in USER_LENGTHS:gmatch("(%d+),") do
+    length, n = tonumber(length), n + 1
+    local key = crc32(USER_TEXT, 0, start, start + length - 1)
+    local slot = band(key, USER_MASK)
+    while SLOT_PLACE[slot] ~= 0 do slot = band(slot + 1, USER_MASK) end
+    SLOT_CRC[slot], SLOT_PLACE[slot], SLOT_SET[slot] = key, start * 65536 + length, sets[n]
+    start = start + length
+  end
+end
+local HAS_USERS = USER_COUNT > 0
+
+local function at_place(user, place)
+  local start = math.floor(place / 65536)
+  if place - start * 65536 ~= #user then return false end
+  for i = 1, #user do
+    if byte(user, i) ~= byte(USER_TEXT, start + i - 1) then return false end
+  end
+  return true
+end
+
+-- The lane set of a listed user, nil for another; users that share a CRC sit in slots one
+-- after another: each is compared.
+local function user_set(user)
+  local key = crc32(user, 0)
+  local slot = band(key, USER_MASK)
+  while true do
+    local place = SLOT_PLACE[slot]
+    if place == 0 then return nil end
+    if SLOT_CRC[slot] == key and at_place(user, place) then return SLOT_SET[slot] end
+    slot = band(slot + 1, USER_MASK)
+  end
+end
+
+-- A city as the engine compares it, from UTF-8: str.strip() then str.casefold(), one
+-- character at a time (FOLD and SPACE hold the characters either changes beyond ASCII).
+local function utf8_chars(text)
+  local chars, i = {}, 1
+  while i <= #text do
+    local b = byte(text, i)
+    local n = b < 0x80 and 1 or b < 0xE0 and 2 or b < 0xF0 and 3 or 4
+    chars[#chars + 1] = sub(text, i, i + n - 1)
+    i = i + n
+  end
+  return chars
+end
+
+local function fold_city(text)
+  local ascii = true
+  for i = 1, #text do
+    if byte(text, i) >= 128 then ascii = false break end
+  end
+  if ascii then return lower(strip(text)) end
+  local chars = utf8_chars(text)
+  local first, last = 1, #chars
+  local function space(c) return #c == 1 and is_space(byte(c)) or SPACE[c] end
+  while first <= last and space(chars[first]) do first = first + 1 end
+  while last >= first and space(chars[last]) do last = last - 1 end
+  local out = {}
+  for i = first, last do out[#out + 1] = FOLD[chars[i]] or lower(chars[i]) end
+  return concat(out)
+end
+
+-- The city of a request (routing_engine.CallerResolver.city): the city header's from a
+-- trusted proxy, else `local` for loopback and private addresses, else GeoIP's.
+local function city_of(h, ip, number, hex, trusted)
+  local header = trusted and IO.get(h, CITY_KEY) or nil
+  if header and header ~= "" then return utf8_of_latin1(header) end
+  if in_networks(LOCAL_NETS, number, hex) then return "local" end
+  return IO.geo_city(h, ip)
+end
+
+-- The route (routing_engine.matcher._lanes_decider): the first lane, by its place, that
+-- any of its rules takes, its header, IP, city and user rules where the service's `rules`
+-- allow them, its lane-wide percent where `percents` does, and the service's members' own
+-- percents; "PROD" when none does. `forwarded`: the client's X-Forwarded-For.
+local NO_SERVICE = {}
+
+local function decide(service, h, peer, forwarded)
+  if not ENABLED then return "ALL" end
+  local own = SERVICE_RULES[service] or NO_SERVICE
+  local rules_ok, percents_ok = own.rules, own.percents
+  local best = LANE_COUNT
+  local function consider(set, allowed)
+    for i = 1, #set do
+      local place = set[i]
+      if place < best and (allowed == nil or allowed[place]) then best = place end
+    end
+  end
+  for i = 1, #HEADER_RULES do
+    local rule = HEADER_RULES[i]
+    local value = IO.get(h, rule[1])
+    if value then
+      local id = rule[2][utf8_of_latin1(value)]
+      if id then consider(SETS[id], rules_ok) end
+    end
+  end
+  if HAS_IPS or HAS_CITIES then
+    local ip = peer
+    local number, hex = address_key(peer)
+    local trusted = HAS_TRUSTED and in_networks(TRUSTED_NETS, number, hex)
+    if trusted then
+      ip = client_ip(peer, forwarded)
+      number, hex = address_key(ip)
+    end
+    if HAS_IPS then
+      if number then
+        consider(SETS[V4_SETS[bisect_right(V4_BOUNDS, number) + 1]], rules_ok)
+      elseif hex then
+        consider(SETS[V6_SETS[bisect_right(V6_BOUNDS, hex) + 1]], rules_ok)
+      end
+    end
+    if HAS_CITIES then
+      local city = city_of(h, ip, number, hex, trusted)
+      local id = city and CITIES[fold_city(city)]
+      if id then consider(SETS[id], rules_ok) end
+    end
+  end
+  local user = IO.get(h, USER_KEY)
+  if user == "" then user = nil end
+  if user then user = utf8_of_latin1(user) end
+  if user and HAS_USERS then
+    local id = user_set(user)
+    if id then consider(SETS[id], rules_ok) end
+  end
+  if #PERCENTS > 0 then
+    local bucket = user and crc32(user, 0) % 10000
+    for i = 1, #PERCENTS do
+      local place, threshold = PERCENTS[i][1], PERCENTS[i][2]
+      if place < best and (percents_ok == nil or percents_ok[place])
+          and (threshold >= 10000 or (bucket and taken(place, bucket, threshold))) then
+        best = place
+      end
+    end
+  end
+  local mine = own.own
+  if mine then
+    local bucket = user and crc32(user, own.seed) % 10000
+    for i = 1, #mine do
+      local place, threshold = mine[i][1], mine[i][2]
+      if place < best and (threshold >= 10000 or (bucket and taken(place, bucket, threshold))) then
+        best = place
+      end
+    end
+  end
+  if best == LANE_COUNT then return "PROD" end
+  return ORDER[best]
+end
+
+-- What the Python gateway does to a request's head (ClientConnection._upstream_head): the
+-- client's route headers and gray baggage dropped, the peer appended to X-Forwarded-For,
+-- the route decided, and its headers and baggage members set. Returns the status and detail
+-- of an answer (nil, nil to proxy), the pool, the route and the service.
+local function route_request(h, path, peer)
   local name = service_of(path)
-  local route = name and SERVICES[name]
-  if not route then return answer(handle, "404", "no such service") end
-  strip_gray_baggage(headers)
-  -- A client's lane and versions would steer the SDK's later hops: only gateways set them.
-  headers:remove("x-gray-lane")
-  headers:remove("x-gray-versions")
-  local stream = handle:streamInfo()
-  local peer = peer_of(stream:downstreamDirectRemoteAddress())
-  local forwarded = headers:get("x-forwarded-for")
-  -- As the Python gateway: the peer appended to the chain (Envoy's own append is off).
-  headers:replace("x-forwarded-for", forwarded and (forwarded .. ", " .. peer) or peer)
-  local flag = decide(headers, peer, forwarded, route)
-  headers:replace("x-gray-status", flag)
-  local pool = route[flag]
-  if not pool then return answer(handle, "503", "no routable instance") end
-  headers:replace("x-graylane-pool", pool)
-  handle:clearRouteCache()
+  local service = name and SERVICES[name]
+  if not service then return 404, "no such service" end
+  local forwarded = IO.all(h, "x-forwarded-for", ", ")
+  if forwarded == "" then forwarded = nil end
+  local baggage = IO.all(h, "baggage", ",")
+  for i = 1, #ROUTE_HEADERS do IO.remove(h, ROUTE_HEADERS[i]) end
+  IO.set(h, "x-forwarded-for", forwarded and (forwarded .. ", " .. peer) or peer)
+  local key = decide(name, h, peer, forwarded)
+  local route = ROUTES[key]
+  for i = 1, #route.headers do IO.set(h, route.headers[i][1], route.headers[i][2]) end
+  local kept = baggage and strip_gray_baggage(baggage) or ""
+  IO.set(h, "baggage", kept ~= "" and (kept .. "," .. route.baggage) or route.baggage)
+  local pool = service[key]
+  if not pool then return 503, "no routable instance", nil, route, name end
+  return nil, nil, pool, route, name
 end
+
+local function detail_json(detail) return '{"detail": "' .. detail .. '"}' end
+
+if ENGINE == "envoy" then
+  IO = {
+    get = function(h, name)
+      local n = h:getNumValues(name)
+      if n == 0 then return nil end
+      return h:getAtIndex(name, n - 1)
+    end,
+    all = function(h, name, separator)
+      local n = h:getNumValues(name)
+      if n == 0 then return nil end
+      local values = {}
+      for i = 0, n - 1 do values[i + 1] = h:getAtIndex(name, i) end
+      return concat(values, separator)
+    end,
+    set = function(h, name, value) h:replace(name, value) end,
+    remove = function(h, name) h:remove(name) end,
+    -- The geoip filter looked up CLIENT_HEADER, which the first Lua filter set to `ip`.
+    geo_city = function(h, _) return GEOIP and h:get(GEO_HEADER) or nil end,
+  }
+
+  local function answer(handle, status, detail)
+    handle:respond({[":status"] = status, ["content-type"] = "application/json"}, detail_json(detail))
+  end
+
+  -- The request line, "METHOD target HTTP/1.1", over its limit: Envoy has no setting for it
+  -- (the connection manager counts the headers and their bytes). Measured once the whole
+  -- head is read (at most 64 KiB), so the connection can go on after the answer.
+  local function line_too_long(headers, path)
+    return #path > REQUEST_LINE_LIMIT - 32 and
+      #(headers:get(":method") or "") + #path + 10 > REQUEST_LINE_LIMIT
+  end
+
+  function envoy_on_request(handle)
+    local headers = handle:headers()
+    local path = headers:get(":path") or "/"
+    if line_too_long(headers, path) then return answer(handle, "414", LINE_TOO_LONG) end
+    headers:remove(POOL_HEADER)  -- only the decision picks a pool
+    local peer = peer_of(handle:streamInfo():downstreamDirectRemoteAddress())
+    local status, detail, pool = route_request(headers, path, peer)
+    if status then return answer(handle, tostring(status), detail) end
+    headers:replace(POOL_HEADER, pool)
+    handle:clearRouteCache()
+  end
+  return
+end
+
+IO = {
+  get = function(h, name)
+    local value = h[name]
+    if type(value) == "table" then return value[#value] end
+    return value
+  end,
+  all = function(h, name, separator)
+    local value = h[name]
+    if type(value) == "table" then return concat(value, separator) end
+    return value
+  end,
+  set = function(_, name, value) ngx.req.set_header(name, value) end,
+  remove = function(_, name) ngx.req.clear_header(name) end,
+  -- The geoip2 module looks up $graylane_client_ip when its city variable is read.
+  geo_city = function(_, ip)
+    if not GEOIP then return nil end
+    ngx.var.graylane_client_ip = lookup_form(ip)
+    local city = ngx.var.graylane_geoip_city
+    if city == "" then return nil end
+    return city
+  end,
+}
+
+-- nginx's access phase: the pool, flag and lane into the location's variables (proxy_pass
+-- and the access log read them), or the answer.
+return {
+  access = function()
+    local headers = ngx.req.get_headers(0)
+    local status, detail, pool, route, name =
+      route_request(headers, ngx.var.request_uri, ngx.var.remote_addr)
+    if route then
+      ngx.var.graylane_service, ngx.var.graylane_pool = name, pool or ""
+      ngx.var.graylane_flag, ngx.var.graylane_lane = route.status, route.lane or ""
+    end
+    if status then
+      ngx.status = status
+      ngx.header["Content-Type"] = "application/json"
+      ngx.print(detail_json(detail))
+      return ngx.exit(ngx.HTTP_OK)
+    end
+  end,
+}

@@ -28,7 +28,7 @@ import httpx
 
 from dataplane.agent.envoy_config import bootstrap, render_envoy
 from dataplane.agent.ir import Generation
-from dataplane.agent.nginx_config import TEMP_PATHS, render_nginx
+from dataplane.agent.nginx_config import TEMP_PATHS, lua_file, render_lua, render_nginx
 from dataplane.agent.site import Site
 from dataplane.gateway.config_client import write_atomically
 from dataplane.gateway.routing import ConfigError
@@ -246,6 +246,9 @@ class NginxEngine(Engine):
     async def _test(self, generation: Generation) -> Path:
         """The rendered configuration, written beside the one in force, after `nginx -t`."""
         candidate = self.site.directory / "nginx.conf.next"
+        write_atomically(
+            lua_file(generation, self.site), render_lua(generation, self.site).encode()
+        )
         write_atomically(candidate, render_nginx(generation, self.site).encode())
         test = await asyncio.create_subprocess_exec(
             *self._args(candidate), "-t", "-q", stdout=subprocess.PIPE, stderr=subprocess.STDOUT
@@ -277,6 +280,10 @@ class NginxEngine(Engine):
         self.process.send_signal(signal.SIGHUP)
         self.last_reload = time.monotonic()
         await self._until(lambda: self._answers(generation), "reloading")
+        # The master has read the new Lua: the files of generations before it can go.
+        for old in self.site.directory.glob("graylane-*.lua"):
+            if old != lua_file(generation, self.site):
+                old.unlink(missing_ok=True)
 
     async def _answers(self, generation: Generation):
         """Three fresh connections in a row answered by workers of `generation`."""

@@ -7,8 +7,10 @@
 * CDS: one cluster per (service, version), `<service>.<version>`, and one per service
   with every version, `<service>` (the `ALL` flag).
 * RDS: the decision is a Lua filter whose code and data come with the route configuration
-  (decide.lua, with the generation's rules as tables); it sets `X-Gray-Status` (replacing a
-  client's) and the pool header that the route's `cluster_header` follows.
+  (lua_data.lua_source: decide.lua, which nginx runs too, with the generation's data); it
+  sets the route's headers as the Python gateway does (replacing a client's) and the pool
+  header that the route's `cluster_header` follows. With --geoip, a first Lua filter names
+  the client (behind trusted proxies) for the geoip filter, which looks up its city.
 * The limits of a request head (dataplane/gateway/limits.py): the connection manager counts
   the headers and their bytes (431), the Lua filter measures the request line (414). Envoy
   has no limit of one header (docs/agent.md says why the filter does not measure each).
@@ -18,31 +20,25 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from importlib import resources
 from typing import Any
 
 from dataplane.agent.ir import Generation
-from dataplane.agent.site import Ranges, Site, local_ranges, trusted_ranges
-from dataplane.gateway.limits import (
-    HEADER_COUNT_LIMIT,
-    HEADERS_LIMIT,
-    LINE_TOO_LONG,
-    REQUEST_LINE_LIMIT,
-)
-from routing_engine import service_seed
+from dataplane.agent.lua_data import CLIENT_HEADER, GEO_HEADER, POOL_HEADER, lua_source
+from dataplane.agent.site import Site
+from dataplane.gateway.limits import HEADER_COUNT_LIMIT, HEADERS_LIMIT
 
 ROUTE_CONFIG = "graylane"
-POOL_HEADER = "x-graylane-pool"
-GEO_HEADER = "x-graylane-geoip-city"
 SHUTTING_DOWN_HEADER = "x-instance-shutting-down"
 IDEMPOTENT = ("GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE")
 LUA = "envoy.filters.http.lua"
+CALLER_LUA = "graylane.caller"
 LUA_PER_ROUTE = "type.googleapis.com/envoy.extensions.filters.http.lua.v3.LuaPerRoute"
 ACCESS_LOG_FORMAT = {
     # The service is the path's first segment (the agent reads it from the path): cheaper
     # than dynamic metadata set by the Lua filter, which cost Envoy 10 % of its throughput.
     "path": "%REQ(:PATH)%",
     "flag": "%REQ(X-GRAY-STATUS)%",
+    "lane": "%REQ(X-GRAY-LANE)%",
     "upstream": "%UPSTREAM_HOST%",
     "status": "%RESPONSE_CODE%",
     # Microseconds: %DURATION% is whole milliseconds, too coarse for a loopback p95.
@@ -67,11 +63,13 @@ def bootstrap(site: Site) -> dict[str, Any]:
                     {"mutations": {"request_mutations": [{"remove": GEO_HEADER}]}},
                 ),
             },
+            _lua_filter(CALLER_LUA),
             {
                 "name": "envoy.filters.http.geoip",
                 "typed_config": _typed(
                     "envoy.extensions.filters.http.geoip.v3.Geoip",
                     {
+                        "custom_header_config": {"header_name": CLIENT_HEADER},
                         "provider": {
                             "name": "envoy.geoip_providers.maxmind",
                             "typed_config": _typed(
@@ -83,19 +81,13 @@ def bootstrap(site: Site) -> dict[str, Any]:
                                     },
                                 },
                             ),
-                        }
+                        },
                     },
                 ),
             },
         ]
     http_filters += [
-        {
-            "name": LUA,
-            "typed_config": _typed(
-                "envoy.extensions.filters.http.lua.v3.Lua",
-                {"default_source_code": {"inline_string": "function envoy_on_request(h) end"}},
-            ),
-        },
+        _lua_filter(LUA),
         {
             "name": "envoy.filters.http.router",
             "typed_config": _typed("envoy.extensions.filters.http.router.v3.Router", {}),
@@ -160,6 +152,17 @@ def bootstrap(site: Site) -> dict[str, Any]:
                 "path_config_source": {"path": str(site.directory / "cds.json")},
             }
         },
+    }
+
+
+def _lua_filter(name: str) -> dict:
+    """A Lua filter whose code comes with the route configuration (LuaPerRoute)."""
+    return {
+        "name": name,
+        "typed_config": _typed(
+            "envoy.extensions.filters.http.lua.v3.Lua",
+            {"default_source_code": {"inline_string": "function envoy_on_request(h) end"}},
+        ),
     }
 
 
@@ -245,6 +248,7 @@ def _retry(retry_on: str) -> dict:
 
 def routes(generation: Generation, site: Site) -> dict:
     timeout = f"{site.request_timeout}s"
+    lua = lua_per_route(generation, site)
 
     def proxied(retry_on: str) -> dict:
         return {
@@ -257,17 +261,12 @@ def routes(generation: Generation, site: Site) -> dict:
         "envoy.config.route.v3.RouteConfiguration",
         {
             "name": ROUTE_CONFIG,
-            "request_headers_to_remove": [POOL_HEADER],
+            "request_headers_to_remove": [POOL_HEADER, CLIENT_HEADER, GEO_HEADER],
             "virtual_hosts": [
                 {
                     "name": "graylane",
                     "domains": ["*"],
-                    "typed_per_filter_config": {
-                        LUA: {
-                            "@type": LUA_PER_ROUTE,
-                            "source_code": {"inline_string": lua_source(generation, site)},
-                        }
-                    },
+                    "typed_per_filter_config": lua,
                     "routes": [
                         {
                             "match": {"path": "/-/readyz"},
@@ -276,7 +275,7 @@ def routes(generation: Generation, site: Site) -> dict:
                                 "body": {"inline_string": f"generation {generation.generation}\n"},
                             },
                             "typed_per_filter_config": {
-                                LUA: {"@type": LUA_PER_ROUTE, "disabled": True}
+                                name: {"@type": LUA_PER_ROUTE, "disabled": True} for name in lua
                             },
                         },
                         # One route per idempotent method: an exact comparison each, GET
@@ -306,60 +305,15 @@ def routes(generation: Generation, site: Site) -> dict:
     )
 
 
-def lua_string(text: str) -> str:
-    """A Lua string literal of `text`'s UTF-8 bytes: printable ASCII as is, the rest as
-    decimal escapes (no byte of the text can end the literal or start an escape)."""
-    out = []
-    for byte in text.encode("utf-8", "surrogatepass"):
-        if 0x20 <= byte < 0x7F and byte not in (0x22, 0x5C):
-            out.append(chr(byte))
-        else:
-            out.append(f"\\{byte:03d}")
-    return '"' + "".join(out) + '"'
+def lua_per_route(generation: Generation, site: Site) -> dict[str, dict]:
+    """The Lua filters' code of this generation: the decision, and with --geoip the filter
+    that names the client for the geoip filter before it."""
 
+    def per_route(stage: str) -> dict:
+        source = lua_source(generation, site, "envoy", stage)
+        return {"@type": LUA_PER_ROUTE, "source_code": {"inline_string": source}}
 
-def _lua_ranges(ranges: Ranges) -> str:
-    v4, v6 = ranges
-    text4 = lua_string("".join(f"{first:x}-{last:x}," for first, last in v4))
-    text6 = lua_string("".join(f"{first:032x}-{last:032x}," for first, last in v6))
-    return f"{{v4 = {text4}, v6 = {text6}}}"
-
-
-def lua_source(generation: Generation, site: Site) -> str:
-    rules = generation.rules
-    lines = [
-        f"-- Graylane generation {generation.generation} (revision {generation.revision})",
-        f"local ENABLED = {'true' if rules.enabled else 'false'}",
-        "local HEADER_KEY = " + (lua_string(rules.header_name) if rules.header_name else "nil"),
-        f"local HEADER_VALUE = {lua_string(rules.header_value)}",
-        f"local USER_KEY = {lua_string(rules.user_header)}",
-        f"local CITY_KEY = {lua_string(rules.city_header)}",
-        f"local GEO_HEADER = {lua_string(GEO_HEADER)}",
-        f"local REQUEST_LINE_LIMIT = {REQUEST_LINE_LIMIT}",
-        f"local LINE_TOO_LONG = {lua_string(LINE_TOO_LONG)}",
-        f"local IPS = {_lua_ranges((rules.v4, rules.v6))}",
-        f"local TRUSTED = {_lua_ranges(trusted_ranges(site))}",
-        f"local LOCAL = {_lua_ranges(local_ranges())}",
-        "local CITIES = {" + "".join(f"[{lua_string(c)}] = true, " for c in rules.cities) + "}",
-        # The users as two strings, one after another and their lengths in bytes (decide.lua
-        # indexes them): not 100,000 string objects for Envoy's garbage collector.
-        f"local USER_TEXT = {lua_string(''.join(rules.users))}",
-        "local USER_LENGTHS = "
-        + lua_string(
-            "".join(f"{len(user.encode('utf-8', 'surrogatepass'))}," for user in rules.users)
-        ),
-        "local SERVICES = {",
-    ]
-    for route in generation.routes:
-        seed = service_seed(route.service)
-        pools = "".join(
-            f"{flag} = {lua_string(pool)}, " for flag, pool in route.pools.items() if pool
-        )
-        lines.append(
-            f"  [{lua_string(route.service)}] = {{percent = {route.percent}, "
-            f"seed = {seed if route.salted else 0}, "
-            f"targeted = {'true' if route.targeted else 'false'}, {pools}}},"
-        )
-    lines.append("}")
-    library = resources.files("dataplane.agent").joinpath("decide.lua").read_text()
-    return "\n".join(lines) + "\n" + library
+    filters = {LUA: per_route("decide")}
+    if site.geoip:
+        filters[CALLER_LUA] = per_route("caller")
+    return filters

@@ -3,32 +3,25 @@
 A gateway document (docs/gateway-protocol.md) is checked by the Python gateway's own
 compiler (dataplane.gateway.routing, with routing_engine.records: one set of rules for what
 a gateway refuses or skips) and then reduced to what a proxy configuration needs: the
-decision's rules as plain data, one pool of endpoints per (service, version) plus one per
-service with every version (the `ALL` flag: also its instances without a version), and per
-service the pool each flag goes to, prod fallback already applied. The
-engines' renderers (render_envoy, render_nginx) are pure functions of this and of the
-agent's Site.
+decision's rules as plain data (routing_engine.portable, from the structures GrayMatcher
+decides by), one pool of endpoints per (service, version) plus one per service with every
+version (the `ALL` flag: also its instances without a version), per service the pool each
+route goes to (a route: a flag, and its lane under GRAY; fallback to prod already applied),
+and per route the headers the Python gateway sends on. The engines' renderers
+(render_envoy, render_nginx) are pure functions of this and of the agent's Site.
 
-Lanes other than gray are not rendered yet: each is left out and listed in `skipped` (the
-ack), and the engines decide as if it did not exist. A quarantined version's instances are
-in no pool (the dashboard lists none; one listed all the same is left out).
+A quarantined version's instances are in no pool (the dashboard lists none; one listed all
+the same is left out).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from dataplane.gateway.routing import RoutingTable, route_key
-from routing_engine import ALL, GRAY, PROD, service_routing
-from routing_engine.matcher import ip_ranges
+from dataplane.gateway.routing import Route, RoutingTable
+from routing_engine.portable import decision_rules
 from routing_engine.records import Skipped
-
-FLAGS = (PROD, GRAY, ALL)
-# Why a lane other than gray is in the ack's `skipped`, for the people who read it.
-LANE_NOT_RENDERED = (
-    "Envoy and nginx (through the agent) carry the gray lane only for now; its requests are "
-    "decided as if this lane did not exist"
-)
 
 
 @dataclass(frozen=True)
@@ -49,23 +42,18 @@ class Pool:
 @dataclass(frozen=True)
 class ServiceRoute:
     service: str
-    pools: dict[str, str | None]  # flag -> pool name; None: nothing routable (503)
-    percent: int | float  # sticky share of users in gray for this service (0.01 % steps)
-    salted: bool  # the percent is hashed with the service name (its own release)
-    targeted: bool  # the header, IP, city and user rules apply to this service
+    pools: dict[str, str | None]  # route key -> pool name; None: nothing routable (503)
 
 
 @dataclass(frozen=True)
-class Rules:
-    enabled: bool
-    header_name: str  # lower-case; "" means no header rule
-    header_value: str
-    v4: tuple[tuple[int, int], ...]  # disjoint sorted (first, last) address ranges
-    v6: tuple[tuple[int, int], ...]
-    cities: tuple[str, ...]  # stripped and casefolded
-    users: tuple[str, ...]
-    user_header: str  # lower-case
-    city_header: str  # lower-case
+class RouteHeaders:
+    """What a request of one route carries on (dataplane.gateway.routing.Route)."""
+
+    key: str  # ALL, PROD, or under GRAY the lane's name (routing.route_key)
+    flag: str
+    lane: str | None
+    headers: tuple[tuple[str, str], ...]  # x-gray-status, x-gray-lane, x-gray-versions
+    baggage: str  # our members of `baggage`, after the client's others
 
 
 @dataclass(frozen=True)
@@ -73,8 +61,9 @@ class Generation:
     generation: int
     revision: int
     checksum: str
-    rules: Rules
+    rules: dict[str, Any]  # routing_engine.portable.decision_rules
     routes: tuple[ServiceRoute, ...]
+    route_headers: tuple[RouteHeaders, ...]
     pools: tuple[Pool, ...]
     skipped: tuple[Skipped, ...] = ()  # records of the document left out, for the ack
     # The compiled document, for the next one (a service entry it cannot use keeps this one's).
@@ -89,10 +78,11 @@ class Generation:
                         return pool.version
         return None
 
-    def asked_version(self, service: str, flag: str) -> str | None:
+    def asked_version(self, service: str, key: str) -> str | None:
+        """The version a request of route `key` asks for at `service` (for metrics)."""
         for route in self.routes:
             if route.service == service:
-                name = route.pools.get(flag)
+                name = route.pools.get(key)
                 pool = next((p for p in self.pools if p.name == name), None)
                 return pool.version if pool else None
         return None
@@ -107,17 +97,11 @@ def compile_document(
         body, previous.table if previous is not None else None, prod_fallback
     )
     policy = table.policy
-    v4, v6 = ip_ranges(policy["ips"])
-    rules = Rules(
-        enabled=bool(policy["enabled"]),
-        header_name=policy["header"]["name"].lower(),
-        header_value=policy["header"]["value"],
-        v4=tuple(v4),
-        v6=tuple(v6),
-        cities=tuple(sorted({city.strip().casefold() for city in policy["cities"]})),
-        users=tuple(sorted(set(policy["users"]))),
-        user_header=policy["user_header"].lower(),
-        city_header=policy["city_header"].lower(),
+    rules = decision_rules(
+        policy,
+        {name: service.routing for name, service in table.services.items()},
+        table.lanes,
+        table.gray_priority,
     )
     pools: list[Pool] = []
     routes: list[ServiceRoute] = []
@@ -138,32 +122,31 @@ def compile_document(
         own = [Pool(name, name, None, every)] if every else []
         own += [Pool(f"{name}.{v}", name, v, tuple(by_version[v])) for v in sorted(by_version)]
         pools += own
-        flags: dict[str, str | None] = {}
-        for flag in FLAGS:
-            version, chosen = service.by_route[route_key(flag)]
-            if not chosen:
-                flags[flag] = None
-            else:
-                flags[flag] = name if version is None else f"{name}.{version}"
-        percent, salted, targeted = _service_routing(service.routing, policy)
-        routes.append(ServiceRoute(name, flags, percent, salted, targeted))
-    lanes_left_out = tuple(Skipped(f"lanes[{name}]", LANE_NOT_RENDERED) for name in table.lanes)
+        by_key: dict[str, str | None] = {}
+        for key, (version, chosen) in service.by_route.items():
+            by_key[key] = None if not chosen else name if version is None else f"{name}.{version}"
+        routes.append(ServiceRoute(name, by_key))
     return Generation(
         generation=table.generation,
         revision=table.revision,
         checksum=table.checksum,
         rules=rules,
         routes=tuple(routes),
+        route_headers=tuple(_route_headers(key, route) for key, route in table.routes.items()),
         pools=tuple(pools),
-        skipped=table.skipped + lanes_left_out,
+        skipped=table.skipped,
         table=table,
     )
 
 
-def _service_routing(override: dict, policy: dict) -> tuple[int | float, bool, bool]:
-    """(percent, salted, targeted) of a service: its own `percent` (hashed with its name)
-    and `targeted` when its override carries them, as routing_engine's GrayMatcher does."""
-    own, targeted = service_routing(override)
-    if own is None:
-        return policy["percent"], False, targeted
-    return own, True, targeted
+def _route_headers(key: str, route: Route) -> RouteHeaders:
+    """The Python gateway's header lines of a route, as (name, value): the very bytes it
+    sends (Latin-1, as it writes them)."""
+    headers = []
+    for line in route.lines.decode("latin-1").split("\r\n"):
+        if line:
+            name, _, value = line.partition(": ")
+            headers.append((name, value))
+    return RouteHeaders(
+        key, route.flag, route.lane, tuple(headers), route.baggage.decode("latin-1")
+    )

@@ -113,6 +113,7 @@ class RoutingTable:
     routes: dict[str, Route]
     # The lanes other than gray that apply (routing_engine.lanes' form, by name).
     lanes: dict[str, Any] = field(default_factory=dict)
+    gray_priority: int = GRAY_PRIORITY
     # Request headers the proxy picks out as they are parsed: those it handles, and the
     # decision's (which also pass on).
     watched_headers: frozenset[bytes] = REQUEST_HANDLED
@@ -213,6 +214,7 @@ class RoutingTable:
             services=services,
             routes=routes,
             lanes=lanes,
+            gray_priority=gray_priority,
             watched_headers=REQUEST_HANDLED | decision_headers,
             skipped=tuple(skipped),
             policy=policy,

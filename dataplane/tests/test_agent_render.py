@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from dataplane.agent.envoy_config import bootstrap, lua_string, render_envoy
+from dataplane.agent.envoy_config import bootstrap, render_envoy
 from dataplane.agent.ir import compile_document
+from dataplane.agent.lua_data import lua_data, lua_string
 from dataplane.agent.nginx_config import render_nginx
 from dataplane.agent.site import Site
 from dataplane.gateway.routing import ConfigError
@@ -53,6 +54,21 @@ def document(**gray) -> dict:
             "order-app": {"prod": "V1", "gray": "V2", "instances": [], "percent": 25},
             "pay-app": {"prod": "V1", "gray": "V2", "instances": instances[2:], "targeted": False},
         },
+        "gray_priority": 1000,
+        "lanes": [
+            {
+                "name": "feature-x",
+                "priority": 100,
+                "match": {
+                    "header": {"name": "x-lane", "value": "feature-x"},
+                    "ips": ["10.2.0.0/16"],
+                    "cities": ["Straße"],
+                    "users": ["1001", "2002"],
+                    "percent": 1.5,
+                },
+                "members": {"user-app": {"version": "V3", "percent": 0, "targeted": True}},
+            }
+        ],
     }
 
 
@@ -78,13 +94,24 @@ def test_the_compiled_form_has_a_pool_per_version_and_the_fallback_applied():
     ]
     routes = {route.service: route for route in generation.routes}
     assert routes["user-app"].pools == {
-        "PROD": "user-app.V1",
-        "GRAY": "user-app.V2",
         "ALL": "user-app",
+        "PROD": "user-app.V1",
+        "gray": "user-app.V2",
+        "feature-x": "user-app.V1",  # its V3 has no instance: prod
     }
-    assert routes["order-app"].pools == {"PROD": None, "GRAY": None, "ALL": None}
-    assert routes["order-app"].percent == 25 and routes["order-app"].salted
-    assert routes["pay-app"].pools["GRAY"] == "pay-app.V2" and not routes["pay-app"].targeted
+    assert routes["order-app"].pools == {"ALL": None, "PROD": None, "gray": None, "feature-x": None}
+    assert routes["pay-app"].pools["gray"] == "pay-app.V2"
+    # The rules as routing_engine.portable exports them: lanes by their place in `order`.
+    rules = generation.rules
+    assert rules["order"] == ["feature-x", "gray"]
+    assert rules["services"]["order-app"] == {"rules": [0, 1], "percents": [0], "own": [[1, 2500]]}
+    assert rules["services"]["pay-app"] == {"rules": [0], "percents": [0, 1], "own": []}
+    headers = {route.key: route.headers for route in generation.route_headers}
+    assert headers["feature-x"] == (
+        ("x-gray-status", "GRAY"),
+        ("x-gray-lane", "feature-x"),
+        ("x-gray-versions", "*=V1,user-app=V3/V1"),
+    )
     weights = [e.weight for e in generation.pools[3].endpoints]
     assert weights == [100, 200]
 
@@ -100,8 +127,7 @@ def test_the_agent_skips_what_the_gateway_skips_and_refuses_what_it_refuses():
     ]
     pools = {pool.name: [e.host for e in pool.endpoints] for pool in generation.pools}
     assert pools["user-app.V1"] == ["10.0.0.6"]
-    routes = {route.service: route for route in generation.routes}
-    assert routes["order-app"].percent == 5 and not routes["order-app"].salted
+    assert "order-app" not in generation.rules["services"]  # the policy's percent applies
     bad = document()
     bad["gray"]["percent"] = 101
     with pytest.raises(ConfigError, match="gray"):
@@ -145,6 +171,12 @@ def test_envoy_golden():
 def test_nginx_golden():
     check("nginx.conf", render_nginx(compiled(), SITE))
     check("nginx-disabled.conf", render_nginx(compiled(enabled=False), SITE))
+
+
+def test_lua_data_golden():
+    """The data above decide.lua, the same for both engines but the engine's name."""
+    check("lua-data.lua", lua_data(compiled(), SITE, "nginx"))
+    check("lua-data-disabled.lua", lua_data(compiled(enabled=False), SITE, "nginx"))
 
 
 def test_lua_literals_cannot_be_broken_out_of():
