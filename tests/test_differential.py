@@ -4,9 +4,6 @@ service SDK's balancer at the later hops of user-app -> order-app -> pay-app; no
 disagreement on the flag, lane and version at any hop (testing/differential.py says what
 is generated and compared). A second test changes one rule in the document the gateway
 gets, not in the simulator's, and the differential must report disagreements: it can fail.
-
-Envoy and nginx join once the agent carries lanes other than gray; until then it leaves
-them out (dataplane/agent/ir.py, LANE_NOT_RENDERED) and they are skipped with that reason.
 """
 
 import json
@@ -15,10 +12,10 @@ import time
 import httpx
 import pytest
 
-from dataplane.agent import ir
 from policy.services import quarantine_version
 from testing import differential as diff
-from testing.agent_lab import ENGINE_MISSING, installed, start_agent
+from testing.agent_lab import engines as agent_engines
+from testing.agent_lab import start_agent
 from testing.waiting import wait_until
 from tests.test_degraded_records import store_generation
 from tests.test_lanes_through_gateways import Hop, create_lanes, register, runs_newest
@@ -34,15 +31,8 @@ GATEWAY_OPTIONS = (
 
 
 def engines():
-    """The Python gateway, and each agent engine that is installed and carries lanes."""
-    without_lanes = "the agent leaves out lanes other than gray (LANE_NOT_RENDERED)"
-    params = [pytest.param("python")]
-    for engine in ("envoy", "nginx"):
-        marks = [pytest.mark.skipif(not installed(engine), reason=ENGINE_MISSING[engine])]
-        if hasattr(ir, "LANE_NOT_RENDERED"):
-            marks.append(pytest.mark.skip(reason=without_lanes))
-        params.append(pytest.param(engine, marks=marks))
-    return params
+    """The Python gateway, and each agent engine (skipped with the reason where missing)."""
+    return [pytest.param("python"), *agent_engines()]
 
 
 def register_without_version(lab, service: str, port: int) -> None:
@@ -79,6 +69,8 @@ def fleet(lab, settings):
     finally:
         for hop in hops:
             hop.stop()
+            if "Traceback" in hop.final_log:  # what an instance failed with, for the report
+                print(f"\n{hop.url} failed:\n{hop.final_log[-6000:]}")
 
 
 def start_engine(lab, engine: str):
