@@ -411,11 +411,28 @@ async def _drive(url: str, requests: Sequence[Request], concurrency: int) -> lis
             await session.close()
 
 
-def drive(url: str, requests: Sequence[Request], concurrency: int = 16) -> list[list[Hop]]:
+@dataclass
+class Observed:
+    """What came back: the hops of each request's answer, in the requests' order, and the
+    requests sent a second time because the first answer was no answer of the path (a
+    transport error, a timeout, an error status), with that first answer."""
+
+    hops: list[list[Hop]]
+    resent: list[tuple[int, str]]
+
+
+def drive(url: str, requests: Sequence[Request], concurrency: int = 16) -> Observed:
     """Every request sent to the gateway at `url` (aiohttp, kept-alive connections, a pool
-    per sending address), and the hops of each answer, in the requests' order."""
+    per sending address); one whose answer was an error is sent once more, on its own, and
+    its second answer counts (whatever it is: a wrong route answers the same twice)."""
     answers = asyncio.run(_drive(url, requests, concurrency))
-    return [observe(answer) for answer in answers]
+    failed = [i for i, answer in enumerate(answers) if "error" in answer]
+    resent = [(requests[i].index, str(answers[i]["error"])) for i in failed]
+    if failed:
+        again = asyncio.run(_drive(url, [requests[i] for i in failed], 1))
+        for i, answer in zip(failed, again, strict=True):
+            answers[i] = answer
+    return Observed([observe(answer) for answer in answers], resent)
 
 
 FIELDS = ("flag", "lane", "version", "baggage", "sdk")
@@ -430,14 +447,17 @@ class Report:
     hops: int = 0
     disagreements: int = 0  # hops that differ in some field
     disagreeing: list[int] = field(default_factory=list)  # the requests' indexes
+    resent: list[tuple[int, str]] = field(default_factory=list)  # Observed.resent
     by_hop_and_field: Counter = field(default_factory=Counter)
     examples: list[dict[str, Any]] = field(default_factory=list)
 
     def summary(self) -> str:
         lines = [
             f"{self.engine}: {self.requests} requests, {self.hops} hops compared, "
-            f"{self.disagreements} disagreeing hops in {len(self.disagreeing)} requests"
+            f"{self.disagreements} disagreeing hops in {len(self.disagreeing)} requests, "
+            f"{len(self.resent)} requests sent again after an error"
         ]
+        lines += [f"  sent again: request {index}: {error}" for index, error in self.resent[:5]]
         lines += [
             f"  {hop} {name}: {count}"
             for (hop, name), count in sorted(self.by_hop_and_field.items())
@@ -451,11 +471,12 @@ def compare(
     engine: str,
     requests: Sequence[Request],
     wanted: Sequence[Sequence[Hop]],
-    got: Sequence[Sequence[Hop]],
+    observed: Observed,
     examples: int = 20,
 ) -> Report:
     """Every hop of every request, field by field; a hop missing on one side disagrees."""
-    report = Report(engine, requests=len(requests))
+    report = Report(engine, requests=len(requests), resent=observed.resent)
+    got = observed.hops
     for request, want, have in zip(requests, wanted, got, strict=True):
         differing = False
         for position in range(max(len(want), len(have))):

@@ -23,7 +23,7 @@ from tests.test_lanes_through_gateways import Hop, create_lanes, register, runs_
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 REQUESTS = 10_000
-FLIPPED_REQUESTS = 2_000
+FLIPPED_REQUESTS = 1_000
 GATEWAY_OPTIONS = (
     "--poll-wait", "1", "--trusted-proxies", diff.TRUSTED_PROXIES,
     "--geoip", str(diff.GEOIP_TEST_DB),
@@ -113,6 +113,9 @@ def test_every_engine_agrees_with_the_simulator_at_every_hop(lab, fleet, engine)
     print(f"\nsimulated in {simulated:.1f} s, sent in {sent:.1f} s\n{report.summary()}")
     assert report.hops >= 3 * REQUESTS
     assert report.disagreements == 0, report.summary()
+    # An error answer (a timeout on a loaded machine) is sent again, and its second answer
+    # compared; more than a few is a failure of its own.
+    assert len(report.resent) <= REQUESTS // 1000, report.summary()
 
 
 @pytest.mark.parametrize("engine", engines())
