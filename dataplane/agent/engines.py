@@ -282,7 +282,7 @@ class NginxEngine(Engine):
         self.process.send_signal(signal.SIGHUP)
         self.last_reload = time.monotonic()
 
-        async def in_force():
+        async def in_force() -> bool | str:
             # `nginx -t` does not run init_by_lua: a Lua error shows on the reload, which the
             # master then gives up, keeping the configuration in force.
             with open(error_log, "rb") as file:
