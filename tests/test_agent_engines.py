@@ -170,7 +170,7 @@ def _in_sync(agent, lab) -> dict:
 @pytest.mark.skipif(envoy_binary() is None, reason=ENGINE_MISSING["envoy"])
 def test_envoy_finds_each_listed_user_among_many_and_only_those(tmp_path):
     """Envoy's Lua filter keeps the users as one string indexed by CRC-32: users that share
-    a CRC, UTF-8 ones and 100,000 of them are each told apart from those not listed."""
+    a CRC, non-ASCII ones and 100,000 of them are each told apart from those not listed."""
     shared = ("nidmovh", "bubanxn")  # the same zlib.crc32
     assert zlib.crc32(shared[0].encode()) == zlib.crc32(shared[1].encode())
     listed = [str(10_000_000 + n) for n in range(100_000)] + [shared[1], "jürgen", 'quote"d']
@@ -185,9 +185,15 @@ def test_envoy_finds_each_listed_user_among_many_and_only_those(tmp_path):
                 versions = {}
                 for user in ("10000000", "10099999", "10100000", *shared, "jürgen", 'quote"d'):
                     answer = await asyncio.to_thread(
-                        httpx.get, url, headers={"X-User-No": user.encode()}
+                        httpx.get, url, headers={"X-User-No": user.encode("latin-1")}
                     )
                     versions[user] = answer.json()["version"]
+                # As the Python gateway reads a header: its bytes as Latin-1, so the UTF-8
+                # bytes of jürgen are another user.
+                answer = await asyncio.to_thread(
+                    httpx.get, url, headers={"X-User-No": "jürgen".encode()}
+                )
+                versions["jürgen in UTF-8"] = answer.json()["version"]
                 return versions
             finally:
                 await proxy.stop()
@@ -201,4 +207,5 @@ def test_envoy_finds_each_listed_user_among_many_and_only_those(tmp_path):
         "bubanxn": "V2",
         "jürgen": "V2",
         'quote"d': "V2",
+        "jürgen in UTF-8": "V1",
     }

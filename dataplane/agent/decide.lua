@@ -372,6 +372,8 @@ local function utf8_chars(text)
   return chars
 end
 
+local function is_space_char(c) return (#c == 1 and is_space(byte(c))) or SPACE[c] == true end
+
 local function fold_city(text)
   local ascii = true
   for i = 1, #text do
@@ -380,9 +382,8 @@ local function fold_city(text)
   if ascii then return lower(strip(text)) end
   local chars = utf8_chars(text)
   local first, last = 1, #chars
-  local function space(c) return #c == 1 and is_space(byte(c)) or SPACE[c] end
-  while first <= last and space(chars[first]) do first = first + 1 end
-  while last >= first and space(chars[last]) do last = last - 1 end
+  while first <= last and is_space_char(chars[first]) do first = first + 1 end
+  while last >= first and is_space_char(chars[last]) do last = last - 1 end
   local out = {}
   for i = first, last do out[#out + 1] = FOLD[chars[i]] or lower(chars[i]) end
   return concat(out)
@@ -403,23 +404,27 @@ end
 -- percents; "PROD" when none does. `forwarded`: the client's X-Forwarded-For.
 local NO_SERVICE = {}
 
+-- The first lane of `set` that `allowed` allows (nil: all), if before `best`. A function of
+-- its own, not a closure per request: LuaJIT does not compile making a closure.
+local function first_of(set, allowed, best)
+  for i = 1, #set do
+    local place = set[i]
+    if place < best and (allowed == nil or allowed[place]) then best = place end
+  end
+  return best
+end
+
 local function decide(service, h, peer, forwarded)
   if not ENABLED then return "ALL" end
   local own = SERVICE_RULES[service] or NO_SERVICE
   local rules_ok, percents_ok = own.rules, own.percents
   local best = LANE_COUNT
-  local function consider(set, allowed)
-    for i = 1, #set do
-      local place = set[i]
-      if place < best and (allowed == nil or allowed[place]) then best = place end
-    end
-  end
   for i = 1, #HEADER_RULES do
     local rule = HEADER_RULES[i]
     local value = IO.get(h, rule[1])
     if value then
       local id = rule[2][utf8_of_latin1(value)]
-      if id then consider(SETS[id], rules_ok) end
+      if id then best = first_of(SETS[id], rules_ok, best) end
     end
   end
   if HAS_IPS or HAS_CITIES then
@@ -432,15 +437,15 @@ local function decide(service, h, peer, forwarded)
     end
     if HAS_IPS then
       if number then
-        consider(SETS[V4_SETS[bisect_right(V4_BOUNDS, number) + 1]], rules_ok)
+        best = first_of(SETS[V4_SETS[bisect_right(V4_BOUNDS, number) + 1]], rules_ok, best)
       elseif hex then
-        consider(SETS[V6_SETS[bisect_right(V6_BOUNDS, hex) + 1]], rules_ok)
+        best = first_of(SETS[V6_SETS[bisect_right(V6_BOUNDS, hex) + 1]], rules_ok, best)
       end
     end
     if HAS_CITIES then
       local city = city_of(h, ip, number, hex, trusted)
       local id = city and CITIES[fold_city(city)]
-      if id then consider(SETS[id], rules_ok) end
+      if id then best = first_of(SETS[id], rules_ok, best) end
     end
   end
   local user = IO.get(h, USER_KEY)
@@ -448,7 +453,7 @@ local function decide(service, h, peer, forwarded)
   if user then user = utf8_of_latin1(user) end
   if user and HAS_USERS then
     local id = user_set(user)
-    if id then consider(SETS[id], rules_ok) end
+    if id then best = first_of(SETS[id], rules_ok, best) end
   end
   if #PERCENTS > 0 then
     local bucket = user and crc32(user, 0) % 10000

@@ -277,9 +277,27 @@ class NginxEngine(Engine):
             await asyncio.sleep(wait)
         os.replace(candidate, self.conf)
         assert self.process is not None
+        error_log = self.site.directory / "error.log"
+        log_size = error_log.stat().st_size if error_log.exists() else 0
         self.process.send_signal(signal.SIGHUP)
         self.last_reload = time.monotonic()
-        await self._until(lambda: self._answers(generation), "reloading")
+
+        async def in_force() -> bool | str:
+            # `nginx -t` does not run init_by_lua: a Lua error shows on the reload, which the
+            # master then gives up, keeping the configuration in force.
+            with open(error_log, "rb") as file:
+                file.seek(log_size)
+                found = re.search(rb"init_by_lua error: ([^\n]*)", file.read())
+            if found:
+                return found.group(1).decode(errors="replace")[:1500]
+            return await self._answers(generation)
+
+        try:
+            await self._until(in_force, "reloading")
+        except ConfigError:
+            if self.running is not None:  # what is on disk is what runs
+                write_atomically(self.conf, render_nginx(self.running, self.site).encode())
+            raise
         # The master has read the new Lua: the files of generations before it can go.
         for old in self.site.directory.glob("graylane-*.lua"):
             if old != lua_file(generation, self.site):
