@@ -213,11 +213,11 @@ local function client_ip(peer, forwarded)
   return hops[1]
 end
 
--- The address in the form a GeoIP lookup takes: IPv4-mapped IPv6 as IPv4.
+-- The address in the form a GeoIP lookup takes (IPv4-mapped IPv6 as IPv4), and its key.
 local function lookup_form(ip)
   local number, hex = address_key(ip)
   if number and find(ip, ":", 1, true) then
-    return string.format("%d.%d.%d.%d", rshift(number, 24) % 256, rshift(number, 16) % 256,
+    ip = string.format("%d.%d.%d.%d", rshift(number, 24) % 256, rshift(number, 16) % 256,
       rshift(number, 8) % 256, number % 256)
   end
   return ip, number, hex
@@ -288,7 +288,6 @@ end
 -- Lane sets: SETS[id] is an array of lanes' places (0: the lane tried first).
 local SETS = {}
 for id, text in ipairs(SET_TEXT) do SETS[id] = numbers(text, 10) end
-local function set_of(id) return SETS[id] end
 
 local V4_BOUNDS, V4_SETS = numbers(IPS.v4, 16), numbers(IPS.v4sets, 10)
 local V6_BOUNDS, V6_SETS = strings(IPS.v6), numbers(IPS.v6sets, 10)
@@ -518,7 +517,8 @@ if ENGINE == "envoy" then
       for i = 0, n - 1 do values[i + 1] = h:getAtIndex(name, i) end
       return concat(values, separator)
     end,
-    set = function(h, name, value) h:replace(name, value) end,
+    -- One value, however many the client sent.
+    set = function(h, name, value) h:remove(name) h:add(name, value) end,
     remove = function(h, name) h:remove(name) end,
     -- The geoip filter looked up CLIENT_HEADER, which the first Lua filter set to `ip`.
     geo_city = function(h, _) return GEOIP and h:get(GEO_HEADER) or nil end,
