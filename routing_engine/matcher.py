@@ -64,17 +64,31 @@ def lower_headers(headers: Mapping[str, str]) -> dict[str, str]:
 _SPELLINGS = 4096
 
 
+# How many spellings of cities a matcher remembers (their verdicts), and the longest it
+# remembers: what clients send cannot grow it without bound.
+_CITY_SPELLINGS = 4096
+_CITY_SPELLING_LENGTH = 128
+
+# How many spellings of the named headers pick() looks up directly; beyond that (a client
+# trying spellings) every header is looked at, as when a spelling is new.
+_DIRECT = 16
+
+
 def header_picker(names: Iterable[str]) -> Callable[[Mapping[str, str]], dict[str, str]]:
     """pick(headers): the headers named in `names` (lower-case), lower-cased, of a request
     whose header names may be spelled in any case.
 
     Only the headers a decision reads are lower-cased, and each spelling once: which name a
-    spelling is (or that it is none of them) is remembered, so a request costs one lookup
-    per header rather than lower-casing every name (lower_headers)."""
+    spelling is (or that it is none of them) is remembered. Once every header name of a
+    request is a known spelling (one subset test, in C), the named ones are found by looking
+    up their known spellings, not by a Python step per header of the request."""
     wanted = frozenset(names)
     spellings: dict[str, str | None] = {}
+    known = spellings.keys()
+    # [((spelling, lower-case name), ...)]: the known spellings of the named headers.
+    direct: list[tuple[tuple[str, str], ...]] = [()]
 
-    def pick(headers: Mapping[str, str]) -> dict[str, str]:
+    def learn(headers: Mapping[str, str]) -> dict[str, str]:
         picked = {}
         for name, value in headers.items():
             # `in` and a subscript, not .get(): no method call, and the name's hash is computed
@@ -92,6 +106,24 @@ def header_picker(names: Iterable[str]) -> Callable[[Mapping[str, str]], dict[st
             spellings[name] = lower
             if lower is not None:
                 picked[lower] = value
+        direct[0] = tuple(
+            (spelling, lower) for spelling, lower in spellings.items() if lower is not None
+        )
+        return picked
+
+    def pick(headers: Mapping[str, str]) -> dict[str, str]:
+        if not headers.keys() <= known:
+            return learn(headers)
+        found = direct[0]
+        if len(found) > _DIRECT:
+            return learn(headers)
+        picked = {}
+        for spelling, lower in found:
+            if spelling in headers:
+                if lower in picked:
+                    # Two spellings of one name: the later header wins, as in learn().
+                    return learn(headers)
+                picked[lower] = headers[spelling]
         return picked
 
     return pick
@@ -306,6 +338,10 @@ class _Rules:
         self.users = frozenset(policy["users"])
         self.city_key = policy["city_header"].lower()
         self.user_key = policy["user_header"].lower()
+        # Whether a city as a request spells it is one of `cities` (strip().casefold() in
+        # cities), remembered per spelling: cities are few, and two calls and two new
+        # strings per request cost more than the rest of the city rule.
+        self.city_verdicts: dict[str, bool] = {}
 
     def decider(
         self, percent: int | float, *, targeted: bool, seed: int | None
@@ -318,6 +354,7 @@ class _Rules:
         v4_blocks = self.v4_blocks
         v6_bounds = self.v6_bounds
         cities = self.cities if targeted else frozenset()
+        city_verdicts = self.city_verdicts
         users = self.users if targeted else frozenset()
         city_key = self.city_key
         user_key = self.user_key
@@ -331,7 +368,13 @@ class _Rules:
             city: str | None = None,
             user: str | None = None,
         ) -> Decision:
-            if header_key is not None and headers.get(header_key) == header_value:
+            # `in` and a subscript rather than .get() (a method call): most requests lack
+            # the header.
+            if (
+                header_key is not None
+                and header_key in headers
+                and headers[header_key] == header_value
+            ):
                 return _BY_HEADER
             if has_ips and ip is not None:
                 try:
@@ -354,10 +397,20 @@ class _Rules:
                     ):
                         return _BY_IP
             if cities:
+                # .get() where the header is usually there (one lookup), `in` where it
+                # usually is not (no call).
                 if city is None:
                     city = headers.get(city_key)
-                if city is not None and city.strip().casefold() in cities:
-                    return _BY_CITY
+                if city is not None:
+                    verdict = city_verdicts.get(city)
+                    if verdict is None:
+                        verdict = city.strip().casefold() in cities
+                        if len(city) <= _CITY_SPELLING_LENGTH:
+                            if len(city_verdicts) >= _CITY_SPELLINGS:
+                                city_verdicts.clear()
+                            city_verdicts[city] = verdict
+                    if verdict:
+                        return _BY_CITY
             if users or threshold:
                 if user is None:
                     user = headers.get(user_key)
@@ -489,6 +542,9 @@ class _LaneIndex:
             if threshold:
                 self.percents.append((bit, threshold, lane_rank(name)))
         self.headers = tuple(headers.items())
+        # cities' mask of a city as a request spells it (before strip().casefold()),
+        # remembered per spelling (see _Rules.city_verdicts).
+        self.city_masks: dict[str, int] = {}
         self.has_ips = bool(v4 or v6)
         self.v4_blocks = _masked_v4_blocks(*_masked_bounds(v4))
         self.v6_bounds, self.v6_masks = _masked_bounds(v6)
@@ -573,12 +629,14 @@ def _lanes_decider(
     v4_blocks = index.v4_blocks
     v6_bounds, v6_masks = index.v6_bounds, index.v6_masks
     cities = index.cities
+    city_masks = index.city_masks
     users = index.users
     decisions = index.decisions
     city_key = index.city_key
     user_key = index.user_key
     seed = service_seed(service) if service is not None else 0
     own_everyone = sum(bit for bit, threshold, _ in own_percents if threshold == _BUCKETS)
+    hashed = table is not None or bool(own_percents)
     crc32 = zlib.crc32
 
     def decide(
@@ -591,9 +649,10 @@ def _lanes_decider(
         # nothing, and a method call per lookup would cost more than the lookup itself.
         header_mask = 0
         for key, values in headers_index:
-            value = headers.get(key)
-            if value is not None and value in values:
-                header_mask |= values[value]
+            if key in headers:
+                value = headers[key]
+                if value in values:
+                    header_mask |= values[value]
         ip_mask = 0
         if has_ips and ip is not None:
             try:
@@ -615,9 +674,13 @@ def _lanes_decider(
             if city is None:
                 city = headers.get(city_key)
             if city is not None:
-                city = city.strip().casefold()
-                if city in cities:
-                    city_mask = cities[city]
+                city_mask = city_masks.get(city, -1)
+                if city_mask < 0:
+                    city_mask = cities.get(city.strip().casefold(), 0)
+                    if len(city) <= _CITY_SPELLING_LENGTH:
+                        if len(city_masks) >= _CITY_SPELLINGS:
+                            city_masks.clear()
+                        city_masks[city] = city_mask
         user_mask = 0
         percent_hit = everyone
         own_hit = own_everyone
@@ -626,7 +689,7 @@ def _lanes_decider(
         if user:
             if user in users:
                 user_mask = users[user]
-            if table is not None or own_percents:
+            if hashed:
                 try:  # utf8(), inline: a call per request costs as much as the encoding
                     encoded = user.encode()
                 except UnicodeEncodeError:
