@@ -439,6 +439,8 @@ class _Rules:
 
 # The rule kinds in the order a lane's rules are tried, as Decision.matched names them.
 _KINDS = ("header", "ip", "city", "user", "percent")
+# A header name no request has (header names are text).
+_NO_KEY: Any = object()
 
 
 def _masked_bounds(ranges: list[tuple[int, int, int]]) -> tuple[list[int], list[int]]:
@@ -624,7 +626,10 @@ def _lanes_decider(
     service: str | None = None,
 ) -> Callable[..., Decision]:
     """decide() of requests entering at `service` (None: a service with no member rules)."""
-    headers_index = index.headers
+    # The first two header rules by name (most documents have at most two: gray's and the
+    # lanes'), tested without a loop; a key no request has stands for a missing one.
+    (key1, values1), (key2, values2) = [*index.headers, (_NO_KEY, {}), (_NO_KEY, {})][:2]
+    more_headers = index.headers[2:]
     has_ips = index.has_ips
     v4_blocks = index.v4_blocks
     v6_bounds, v6_masks = index.v6_bounds, index.v6_masks
@@ -648,7 +653,15 @@ def _lanes_decider(
         # Membership first (`in`, no call), the lane mask only on a hit: most requests match
         # nothing, and a method call per lookup would cost more than the lookup itself.
         header_mask = 0
-        for key, values in headers_index:
+        if key1 in headers:
+            value = headers[key1]
+            if value in values1:
+                header_mask = values1[value]
+        if key2 in headers:
+            value = headers[key2]
+            if value in values2:
+                header_mask |= values2[value]
+        for key, values in more_headers:
             if key in headers:
                 value = headers[key]
                 if value in values:
@@ -701,6 +714,10 @@ def _lanes_decider(
                     for bit, threshold, rank in own_percents:
                         if rank[bucket] < threshold:
                             own_hit |= bit
+        if not (header_mask or ip_mask or city_mask or user_mask or percent_hit or own_hit):
+            # Most requests: no lane at all, told by truth tests rather than mask arithmetic
+            # (each | and & an int operation, and a new int above 256).
+            return _PROD
         ruled = (header_mask | ip_mask | city_mask | user_mask) & rules_mask
         mask = ruled | (percent_hit & percent_mask) | own_hit
         if not mask:
