@@ -10,8 +10,9 @@ ranges within the address's /16 block).
 from __future__ import annotations
 
 import zlib
+from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from socket import AF_INET, AF_INET6, inet_pton
 from typing import Any
@@ -63,11 +64,6 @@ def lower_headers(headers: Mapping[str, str]) -> dict[str, str]:
 # per request cannot grow it for ever.
 _SPELLINGS = 4096
 
-
-# How many spellings of cities a matcher remembers (their verdicts), and the longest it
-# remembers: what clients send cannot grow it without bound.
-_CITY_SPELLINGS = 4096
-_CITY_SPELLING_LENGTH = 128
 
 # How many spellings of the named headers pick() looks up directly; beyond that (a client
 # trying spellings) every header is looked at, as when a spelling is new.
@@ -338,10 +334,6 @@ class _Rules:
         self.users = frozenset(policy["users"])
         self.city_key = policy["city_header"].lower()
         self.user_key = policy["user_header"].lower()
-        # Whether a city as a request spells it is one of `cities` (strip().casefold() in
-        # cities), remembered per spelling: cities are few, and two calls and two new
-        # strings per request cost more than the rest of the city rule.
-        self.city_verdicts: dict[str, bool] = {}
 
     def decider(
         self, percent: int | float, *, targeted: bool, seed: int | None
@@ -354,7 +346,6 @@ class _Rules:
         v4_blocks = self.v4_blocks
         v6_bounds = self.v6_bounds
         cities = self.cities if targeted else frozenset()
-        city_verdicts = self.city_verdicts
         users = self.users if targeted else frozenset()
         city_key = self.city_key
         user_key = self.user_key
@@ -397,20 +388,10 @@ class _Rules:
                     ):
                         return _BY_IP
             if cities:
-                # .get() where the header is usually there (one lookup), `in` where it
-                # usually is not (no call).
                 if city is None:
                     city = headers.get(city_key)
-                if city is not None:
-                    verdict = city_verdicts.get(city)
-                    if verdict is None:
-                        verdict = city.strip().casefold() in cities
-                        if len(city) <= _CITY_SPELLING_LENGTH:
-                            if len(city_verdicts) >= _CITY_SPELLINGS:
-                                city_verdicts.clear()
-                            city_verdicts[city] = verdict
-                    if verdict:
-                        return _BY_CITY
+                if city is not None and city.strip().casefold() in cities:
+                    return _BY_CITY
             if users or threshold:
                 if user is None:
                     user = headers.get(user_key)
@@ -544,9 +525,9 @@ class _LaneIndex:
             if threshold:
                 self.percents.append((bit, threshold, lane_rank(name)))
         self.headers = tuple(headers.items())
-        # cities' mask of a city as a request spells it (before strip().casefold()),
-        # remembered per spelling (see _Rules.city_verdicts).
-        self.city_masks: dict[str, int] = {}
+        # The users of `users` as a set: most requests' user is in no lane, and a set tells
+        # that from one cache line where a dict reads two (its index, then its entry).
+        self.user_set = frozenset(self.users)
         self.has_ips = bool(v4 or v6)
         self.v4_blocks = _masked_v4_blocks(*_masked_bounds(v4))
         self.v6_bounds, self.v6_masks = _masked_bounds(v6)
@@ -572,7 +553,13 @@ def _compile_lanes(
 ) -> tuple[Callable[..., Decision], dict[str, Callable[..., Decision]]]:
     index = _LaneIndex(policy, lanes, gray_priority)
     every = (1 << len(index.order)) - 1
-    table = index.percent_table(index.percents) if index.percents else None
+    table: Sequence[int] | None = None
+    if index.percents:
+        table = index.percent_table(index.percents)
+        if len(index.order) <= 64:
+            # One contiguous block rather than pointers to int objects all over the heap: a
+            # request's bucket costs one cache line, not two (LL misses in bench/engine.py).
+            table = array("Q", table)
     everyone = sum(bit for bit, threshold, _ in index.percents if threshold == _BUCKETS)
     default = _lanes_decider(index, table, everyone, every, every, ())
     # Per service: the lanes whose rules apply to requests entering there (a member with
@@ -618,7 +605,7 @@ def _compile_lanes(
 
 def _lanes_decider(
     index: _LaneIndex,
-    table: list[int] | None,
+    table: Sequence[int] | None,
     everyone: int,
     rules_mask: int,
     percent_mask: int,
@@ -634,8 +621,8 @@ def _lanes_decider(
     v4_blocks = index.v4_blocks
     v6_bounds, v6_masks = index.v6_bounds, index.v6_masks
     cities = index.cities
-    city_masks = index.city_masks
     users = index.users
+    user_set = index.user_set
     decisions = index.decisions
     city_key = index.city_key
     user_key = index.user_key
@@ -687,20 +674,16 @@ def _lanes_decider(
             if city is None:
                 city = headers.get(city_key)
             if city is not None:
-                city_mask = city_masks.get(city, -1)
-                if city_mask < 0:
-                    city_mask = cities.get(city.strip().casefold(), 0)
-                    if len(city) <= _CITY_SPELLING_LENGTH:
-                        if len(city_masks) >= _CITY_SPELLINGS:
-                            city_masks.clear()
-                        city_masks[city] = city_mask
+                city = city.strip().casefold()
+                if city in cities:
+                    city_mask = cities[city]
         user_mask = 0
         percent_hit = everyone
         own_hit = own_everyone
         if user is None:
             user = headers.get(user_key)
         if user:
-            if user in users:
+            if user in user_set:
                 user_mask = users[user]
             if hashed:
                 try:  # utf8(), inline: a call per request costs as much as the encoding
