@@ -420,8 +420,8 @@ class _Rules:
 
 # The rule kinds in the order a lane's rules are tried, as Decision.matched names them.
 _KINDS = ("header", "ip", "city", "user", "percent")
-# A header name no request has (header names are text).
-_NO_KEY: Any = object()
+# A header name no request has (HTTP has no empty one; any mapping of text can be asked).
+_NO_KEY = ""
 
 
 def _masked_bounds(ranges: list[tuple[int, int, int]]) -> tuple[list[int], list[int]]:
@@ -614,7 +614,8 @@ def _lanes_decider(
 ) -> Callable[..., Decision]:
     """decide() of requests entering at `service` (None: a service with no member rules)."""
     # The first two header rules by name (most documents have at most two: gray's and the
-    # lanes'), tested without a loop; a key no request has stands for a missing one.
+    # lanes'), tested without a loop; a name no request has, with no values, stands for a
+    # missing one.
     (key1, values1), (key2, values2) = [*index.headers, (_NO_KEY, {}), (_NO_KEY, {})][:2]
     more_headers = index.headers[2:]
     has_ips = index.has_ips
