@@ -6,6 +6,7 @@ renderings), each against its own plain self.
 Run:  .venv/bin/python bench/gateway.py [--runs 3] [--seconds 5] [--connections 32]
                                         [--latency-connections 1] [--no-aiohttp] [--no-sketch]
                                         [--no-engines] [--envoy-only] [--swap-seconds 6]
+                                        [--quick] [--counted FEW MANY] [--no-valgrind]
 
 Everything runs on this machine as child processes: the upstream is an nginx (1 worker)
 answering every path with a fixed 16-byte body; the proxies in front of it are
@@ -47,6 +48,14 @@ nginx throughput (target >= 0.5), the gateway's added p50 at the light load (tar
 <= 1 ms), and each engine with our rules / the same engine plain (target >= 0.8). The
 machine has 2 cores for wrk, the upstream and the proxy together: numbers of one run
 move; quote several.
+
+Last, the figure that does not move with the machine's load: nginx (`master_process off`,
+one process) and our gateway each run under callgrind (the cache simulated as
+bench/instructions.py does) twice at once, one run given FEW requests and the other MANY
+(--counted, 200 and 1,200), one after another on one kept-alive connection, both stopped
+together; the difference of their totals over MANY - FEW is what one proxied request costs,
+start-up, loading and the timers cancelled out. Envoy is judged by wall and CPU time only.
+--no-valgrind leaves it out; --quick is 1 run of 2 s and fewer counted requests.
 Latest figures: bench/README.md.
 """
 
@@ -65,6 +74,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import aiohttp
@@ -74,6 +85,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import instructions  # noqa: E402
 from bench.engine import build_policy  # noqa: E402
 from bench.measure import session_cpu_seconds  # noqa: E402
 from bench.servers import WRK_MISSING  # noqa: E402
@@ -95,6 +107,7 @@ HEADERS = (
 TARGET_RATIO = 0.5
 TARGET_ADDED_P50_MS = 1.0
 TARGET_ENGINE_RATIO = 0.8
+TARGET_INSTRUCTIONS_RATIO = 2.0
 
 
 # -- the processes -------------------------------------------------------------------------------
@@ -126,8 +139,9 @@ def _answers(port: int) -> bool:
         return False
 
 
-def nginx(directory: Path, server: str) -> Child:
-    """nginx with 1 worker, in the foreground, serving `server` (a server block's body)."""
+def nginx_args(directory: Path, server: str, main: str = "") -> tuple[list[str], int]:
+    """The command line of an nginx with 1 worker, in the foreground, serving `server` (a
+    server block's body), with `main` added to its main context; and its port."""
     directory.mkdir(parents=True, exist_ok=True)
     port = free_port()
     temp = "".join(
@@ -137,6 +151,7 @@ def nginx(directory: Path, server: str) -> Child:
     (directory / "nginx.conf").write_text(
         f"""worker_processes 1;
 daemon off;
+{main}
 pid {directory / "nginx.pid"};
 error_log {directory / "error.log"} warn;
 events {{ worker_connections 4096; }}
@@ -149,7 +164,11 @@ http {{
 """
     )
     args = [NGINX, "-p", str(directory), "-e", str(directory / "error.log")]
-    return Child([*args, "-c", str(directory / "nginx.conf")], port)
+    return [*args, "-c", str(directory / "nginx.conf")], port
+
+
+def nginx(directory: Path, server: str) -> Child:
+    return Child(*nginx_args(directory, server))
 
 
 def upstream_nginx(directory: Path) -> Child:
@@ -161,9 +180,11 @@ def upstream_nginx(directory: Path) -> Child:
 
 
 def proxy_nginx(directory: Path, upstream: int) -> Child:
-    return nginx(
-        directory,
-        f"""upstream app {{ server 127.0.0.1:{upstream}; keepalive 64; }}
+    return nginx(directory, proxy_server(upstream))
+
+
+def proxy_server(upstream: int) -> str:
+    return f"""upstream app {{ server 127.0.0.1:{upstream}; keepalive 64; }}
         server {{ listen 127.0.0.1:PORT;
             location / {{
                 proxy_pass http://app;
@@ -173,8 +194,7 @@ def proxy_nginx(directory: Path, upstream: int) -> Child:
                 proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
                 proxy_set_header X-Forwarded-Proto $scheme;
             }}
-        }}""",
-    )
+        }}"""
 
 
 def plain_envoy(directory: Path, upstream: int) -> Child:
@@ -291,12 +311,128 @@ def gateway_document(upstream: int, generation: int = 1, extra_users: int = 0) -
     return json.dumps(document).encode()
 
 
-def our_gateway(cache_file: Path) -> Child:
+def gateway_args(cache_file: Path) -> tuple[list[str], int]:
     port = free_port()
     args = [sys.executable, "-m", "dataplane.gateway", "--dashboard"]
     args += [f"http://127.0.0.1:{free_port()}", "--token", "bench", "--name", "bench"]
     args += ["--listen", f"127.0.0.1:{port}", "--cache-file", str(cache_file)]
-    return Child(args, port, {**os.environ, "GATEWAY_LOG_LEVEL": "WARNING"})
+    return args, port
+
+
+GATEWAY_ENV = {"GATEWAY_LOG_LEVEL": "WARNING"}
+
+
+def our_gateway(cache_file: Path) -> Child:
+    args, port = gateway_args(cache_file)
+    return Child(args, port, {**os.environ, **GATEWAY_ENV})
+
+
+# -- counted by callgrind ------------------------------------------------------------------------
+
+
+class UnderCallgrind(Child):
+    """A proxy under callgrind (the whole process, from its start to its exit, every
+    instruction counted and the cache simulated as bench/instructions.py does)."""
+
+    ready_timeout = 600.0  # a Python gateway loading 100,000 users under valgrind
+
+    def __init__(self, args: list[str], port: int, out: Path, env: dict | None = None):
+        self.out = out
+        valgrind = ["valgrind", "--tool=callgrind", "--cache-sim=yes", *instructions.CACHES]
+        super().__init__([*valgrind, f"--callgrind-out-file={out}", *args], port, env)
+
+    def is_ready(self) -> bool:
+        # Listening is enough: a probe request (its answer slow under valgrind, so probes
+        # may be repeated) would be counted with the requests.
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        # Until it has exited by itself: callgrind writes its counts at the exit.
+        if self.popen is not None and self.popen.poll() is None:
+            os.killpg(self.popen.pid, self.stop_signal)
+            try:
+                self.popen.wait(300)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        super().stop()
+
+    def totals(self) -> tuple[int, int]:
+        totals = instructions.totals(self.out.read_text(errors="replace"))
+        return totals["Ir"], totals["ILmr"] + totals["DLmr"] + totals["DLmw"]
+
+
+def sequential_requests(port: int, count: int) -> None:
+    """`count` requests one after another on one kept-alive connection: the same work in
+    every run, which a load generator's batching under concurrency would not be."""
+    import http.client
+
+    headers = dict(header.split(": ", 1) for header in HEADERS)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        for _ in range(count):
+            connection.request("GET", "/user-app/hello", headers=headers)
+            answer = connection.getresponse()
+            answer.read()
+            if answer.status != 200:
+                raise SystemExit(f"{answer.status} from port {port} under callgrind")
+    finally:
+        connection.close()
+
+
+def count_proxy(
+    start: Callable[[Path], UnderCallgrind], directory: Path, few: int, many: int
+) -> instructions.Counted:
+    """Instructions and LL misses per proxied request: a run with `few` requests and one
+    with `many`, each from start to exit, the difference over `many - few` (start-up,
+    loading and exit cancel out). Both runs at once: each is one process, and only the
+    counts matter."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(2) as threads:
+        starting = [threads.submit(start, directory / f"callgrind.{n}") for n in (few, many)]
+    runs = [future.result() for future in starting if future.exception() is None]
+    try:
+        failed = [future.exception() for future in starting if future.exception() is not None]
+        if failed:
+            raise RuntimeError("a proxy under callgrind did not start") from failed[0]
+        # At once, and both stopped after the longer: the same time alive, so what a proxy
+        # does on its timers (the gateway's retries to its dashboard, its housekeeping)
+        # cancels out too.
+        with ThreadPoolExecutor(2) as threads:
+            loads = [
+                threads.submit(sequential_requests, run.port, n)
+                for run, n in zip(runs, (few, many), strict=True)
+            ]
+        for load in loads:
+            load.result()
+    finally:
+        for run in runs:
+            run.stop()
+    (few_ir, few_ll), (many_ir, many_ll) = (run.totals() for run in runs)
+    return instructions.Counted(
+        instructions=(many_ir - few_ir) / (many - few), ll_misses=(many_ll - few_ll) / (many - few)
+    )
+
+
+def count_proxies(work: Path, upstream: int, cache: Path, few: int, many: int) -> dict:
+    """Counted: nginx (one process: no master) and our gateway, proxying to `upstream`."""
+
+    def start_nginx(out: Path) -> UnderCallgrind:
+        directory = out.parent / (out.name + ".d")
+        args, port = nginx_args(directory, proxy_server(upstream), "master_process off;")
+        return UnderCallgrind(args, port, out)
+
+    def start_gateway(out: Path) -> UnderCallgrind:
+        args, port = gateway_args(cache)
+        return UnderCallgrind(args, port, out, {**os.environ, **GATEWAY_ENV, "PYTHONHASHSEED": "0"})
+
+    return {
+        "nginx": count_proxy(start_nginx, work / "counted-nginx", few, many),
+        "gateway": count_proxy(start_gateway, work / "counted-gateway", few, many),
+    }
 
 
 def aiohttp_gateway(cache_file: Path) -> Child:
@@ -503,6 +639,39 @@ def gateway_ratios(median: dict, proxies: dict, args) -> None:
     )
 
 
+def print_counted(counted: dict, median: dict, few: int, many: int) -> None:
+    """Callgrind's counts per proxied request beside the timed CPU, Envoy's timed figures,
+    and the target last."""
+    print(
+        f"per proxied request, counted by callgrind ({many} - {few} requests one after another "
+        "on one connection, each proxy its own process; the same on any machine), beside "
+        "the timed medians under wrk:"
+    )
+    for name, figure in counted.items():
+        m = median[name]
+        print(
+            f"  {name:<16} {figure.instructions:>10,.0f} instructions  "
+            f"{figure.ll_misses:>6.1f} LL misses  | {m['rate']:8.0f} req/s  "
+            f"CPU {m['cpu_us']:.1f} us/req"
+        )
+    nginx = median["nginx"]
+    if "envoy" in median:
+        m = median["envoy"]
+        print(
+            f"  {'envoy':<16} (wall and CPU only)                 | {m['rate']:8.0f} req/s  "
+            f"CPU {m['cpu_us']:.1f} us/req: {m['cpu_us'] / nginx['cpu_us']:.2f}x nginx's CPU, "
+            f"{m['rate'] / nginx['rate']:.2f}x its throughput"
+        )
+    ratio = counted["gateway"].instructions / counted["nginx"].instructions
+    cpu = median["gateway"]["cpu_us"] / nginx["cpu_us"]
+    print(
+        f"gateway / nginx instructions per proxied request: {ratio:.2f}x "
+        f"(target <= {TARGET_INSTRUCTIONS_RATIO}: "
+        f"{'met' if ratio <= TARGET_INSTRUCTIONS_RATIO else 'MISSED'}); CPU per request "
+        f"under wrk {cpu:.2f}x"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -514,6 +683,17 @@ def main() -> None:
     parser.add_argument("--no-engines", action="store_true", help="without Envoy, nginx+rules")
     parser.add_argument("--envoy-only", action="store_true", help="envoy and envoy+rules only")
     parser.add_argument("--swap-seconds", type=int, default=6)
+    parser.add_argument(
+        "--quick", action="store_true", help="1 run of 2 s, 3 s of changes, fewer counted"
+    )
+    parser.add_argument(
+        "--counted",
+        type=int,
+        nargs=2,
+        metavar=("FEW", "MANY"),
+        help="requests of the two runs under callgrind (200 1200; quick: 100 500)",
+    )
+    parser.add_argument("--no-valgrind", action="store_true", help="without callgrind's counts")
     parser.add_argument("--serve-aiohttp", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--serve-sketch", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -523,8 +703,14 @@ def main() -> None:
     if args.serve_aiohttp:
         serve_aiohttp(int(args.serve_aiohttp[0]), Path(args.serve_aiohttp[1]))
         return
+    if args.quick:
+        args.runs, args.seconds, args.swap_seconds = 1, 2, 3
+    few, many = args.counted or ((100, 500) if args.quick else (200, 1200))
     if not shutil.which("wrk"):
         raise SystemExit(WRK_MISSING)
+    counting = not (args.no_valgrind or args.envoy_only)
+    if counting and (problem := instructions.available()) is not None:
+        raise SystemExit(f"{problem} (or pass --no-valgrind)")
     if not Path(NGINX).exists():
         raise SystemExit("no nginx: it comes from Debian (apt-get install -y nginx)")
 
@@ -617,6 +803,9 @@ def main() -> None:
                     f"  {kind}+rules: {requests} requests, {sum(errors.values())} errors {errors}"
                     + (" (target 0)" if kind == "envoy" else "")
                 )
+        if counting:
+            counted = count_proxies(work, upstream.port, cache, few, many)
+            print_counted(counted, median, few, many)
     finally:
         for child in reversed(children):
             child.stop()

@@ -10,8 +10,9 @@ ranges within the address's /16 block).
 from __future__ import annotations
 
 import zlib
+from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from socket import AF_INET, AF_INET6, inet_pton
 from typing import Any
@@ -64,17 +65,26 @@ def lower_headers(headers: Mapping[str, str]) -> dict[str, str]:
 _SPELLINGS = 4096
 
 
+# How many spellings of the named headers pick() looks up directly; beyond that (a client
+# trying spellings) every header is looked at, as when a spelling is new.
+_DIRECT = 16
+
+
 def header_picker(names: Iterable[str]) -> Callable[[Mapping[str, str]], dict[str, str]]:
     """pick(headers): the headers named in `names` (lower-case), lower-cased, of a request
     whose header names may be spelled in any case.
 
     Only the headers a decision reads are lower-cased, and each spelling once: which name a
-    spelling is (or that it is none of them) is remembered, so a request costs one lookup
-    per header rather than lower-casing every name (lower_headers)."""
+    spelling is (or that it is none of them) is remembered. Once every header name of a
+    request is a known spelling (one subset test, in C), the named ones are found by looking
+    up their known spellings, not by a Python step per header of the request."""
     wanted = frozenset(names)
     spellings: dict[str, str | None] = {}
+    known = spellings.keys()
+    # [((spelling, lower-case name), ...)]: the known spellings of the named headers.
+    direct: list[tuple[tuple[str, str], ...]] = [()]
 
-    def pick(headers: Mapping[str, str]) -> dict[str, str]:
+    def learn(headers: Mapping[str, str]) -> dict[str, str]:
         picked = {}
         for name, value in headers.items():
             # `in` and a subscript, not .get(): no method call, and the name's hash is computed
@@ -92,6 +102,24 @@ def header_picker(names: Iterable[str]) -> Callable[[Mapping[str, str]], dict[st
             spellings[name] = lower
             if lower is not None:
                 picked[lower] = value
+        direct[0] = tuple(
+            (spelling, lower) for spelling, lower in spellings.items() if lower is not None
+        )
+        return picked
+
+    def pick(headers: Mapping[str, str]) -> dict[str, str]:
+        if not headers.keys() <= known:
+            return learn(headers)
+        found = direct[0]
+        if len(found) > _DIRECT:
+            return learn(headers)
+        picked = {}
+        for spelling, lower in found:
+            if spelling in headers:
+                if lower in picked:
+                    # Two spellings of one name: the later header wins, as in learn().
+                    return learn(headers)
+                picked[lower] = headers[spelling]
         return picked
 
     return pick
@@ -331,7 +359,13 @@ class _Rules:
             city: str | None = None,
             user: str | None = None,
         ) -> Decision:
-            if header_key is not None and headers.get(header_key) == header_value:
+            # `in` and a subscript rather than .get() (a method call): most requests lack
+            # the header.
+            if (
+                header_key is not None
+                and header_key in headers
+                and headers[header_key] == header_value
+            ):
                 return _BY_HEADER
             if has_ips and ip is not None:
                 try:
@@ -386,6 +420,8 @@ class _Rules:
 
 # The rule kinds in the order a lane's rules are tried, as Decision.matched names them.
 _KINDS = ("header", "ip", "city", "user", "percent")
+# A header name no request has (HTTP has no empty one; any mapping of text can be asked).
+_NO_KEY = ""
 
 
 def _masked_bounds(ranges: list[tuple[int, int, int]]) -> tuple[list[int], list[int]]:
@@ -489,6 +525,9 @@ class _LaneIndex:
             if threshold:
                 self.percents.append((bit, threshold, lane_rank(name)))
         self.headers = tuple(headers.items())
+        # The users of `users` as a set: most requests' user is in no lane, and a set tells
+        # that from one cache line where a dict reads two (its index, then its entry).
+        self.user_set = frozenset(self.users)
         self.has_ips = bool(v4 or v6)
         self.v4_blocks = _masked_v4_blocks(*_masked_bounds(v4))
         self.v6_bounds, self.v6_masks = _masked_bounds(v6)
@@ -514,7 +553,13 @@ def _compile_lanes(
 ) -> tuple[Callable[..., Decision], dict[str, Callable[..., Decision]]]:
     index = _LaneIndex(policy, lanes, gray_priority)
     every = (1 << len(index.order)) - 1
-    table = index.percent_table(index.percents) if index.percents else None
+    table: Sequence[int] | None = None
+    if index.percents:
+        table = index.percent_table(index.percents)
+        if len(index.order) <= 64:
+            # One contiguous block rather than pointers to int objects all over the heap: a
+            # request's bucket costs one cache line, not two (LL misses in bench/engine.py).
+            table = array("Q", table)
     everyone = sum(bit for bit, threshold, _ in index.percents if threshold == _BUCKETS)
     default = _lanes_decider(index, table, everyone, every, every, ())
     own = {
@@ -573,7 +618,7 @@ def service_lane_masks(
 
 def _lanes_decider(
     index: _LaneIndex,
-    table: list[int] | None,
+    table: Sequence[int] | None,
     everyone: int,
     rules_mask: int,
     percent_mask: int,
@@ -581,17 +626,23 @@ def _lanes_decider(
     service: str | None = None,
 ) -> Callable[..., Decision]:
     """decide() of requests entering at `service` (None: a service with no member rules)."""
-    headers_index = index.headers
+    # The first two header rules by name (most documents have at most two: gray's and the
+    # lanes'), tested without a loop; a name no request has, with no values, stands for a
+    # missing one.
+    (key1, values1), (key2, values2) = [*index.headers, (_NO_KEY, {}), (_NO_KEY, {})][:2]
+    more_headers = index.headers[2:]
     has_ips = index.has_ips
     v4_blocks = index.v4_blocks
     v6_bounds, v6_masks = index.v6_bounds, index.v6_masks
     cities = index.cities
     users = index.users
+    user_set = index.user_set
     decisions = index.decisions
     city_key = index.city_key
     user_key = index.user_key
     seed = service_seed(service) if service is not None else 0
     own_everyone = sum(bit for bit, threshold, _ in own_percents if threshold == _BUCKETS)
+    hashed = table is not None or bool(own_percents)
     crc32 = zlib.crc32
 
     def decide(
@@ -603,10 +654,19 @@ def _lanes_decider(
         # Membership first (`in`, no call), the lane mask only on a hit: most requests match
         # nothing, and a method call per lookup would cost more than the lookup itself.
         header_mask = 0
-        for key, values in headers_index:
-            value = headers.get(key)
-            if value is not None and value in values:
-                header_mask |= values[value]
+        if key1 in headers:
+            value = headers[key1]
+            if value in values1:
+                header_mask = values1[value]
+        if key2 in headers:
+            value = headers[key2]
+            if value in values2:
+                header_mask |= values2[value]
+        for key, values in more_headers:
+            if key in headers:
+                value = headers[key]
+                if value in values:
+                    header_mask |= values[value]
         ip_mask = 0
         if has_ips and ip is not None:
             try:
@@ -637,9 +697,9 @@ def _lanes_decider(
         if user is None:
             user = headers.get(user_key)
         if user:
-            if user in users:
+            if user in user_set:
                 user_mask = users[user]
-            if table is not None or own_percents:
+            if hashed:
                 try:  # utf8(), inline: a call per request costs as much as the encoding
                     encoded = user.encode()
                 except UnicodeEncodeError:
@@ -651,6 +711,10 @@ def _lanes_decider(
                     for bit, threshold, rank in own_percents:
                         if rank[bucket] < threshold:
                             own_hit |= bit
+        if not (header_mask or ip_mask or city_mask or user_mask or percent_hit or own_hit):
+            # Most requests: no lane at all, told by truth tests rather than mask arithmetic
+            # (each | and & an int operation, and a new int above 256).
+            return _PROD
         ruled = (header_mask | ip_mask | city_mask | user_mask) & rules_mask
         mask = ruled | (percent_hit & percent_mask) | own_hit
         if not mask:
