@@ -478,6 +478,17 @@ local function decide(service, h, peer, forwarded)
   return ORDER[best]
 end
 
+-- The route headers a route does not set: dropped from the request (the others are set,
+-- which replaces what the client sent).
+for _, route in pairs(ROUTES) do
+  local sets, clear = {}, {}
+  for i = 1, #route.headers do sets[route.headers[i][1]] = true end
+  for i = 1, #ROUTE_HEADERS do
+    if not sets[ROUTE_HEADERS[i]] then clear[#clear + 1] = ROUTE_HEADERS[i] end
+  end
+  route.clear = clear
+end
+
 -- What the Python gateway does to a request's head (ClientConnection._upstream_head): the
 -- client's route headers and gray baggage dropped, the peer appended to X-Forwarded-For,
 -- the route decided, and its headers and baggage members set. Returns the status and detail
@@ -486,16 +497,15 @@ local function route_request(h, path, peer)
   local name = service_of(path)
   local service = name and SERVICES[name]
   if not service then return 404, "no such service" end
-  local forwarded = IO.all(h, "x-forwarded-for", ", ")
-  if forwarded == "" then forwarded = nil end
+  local sent = IO.all(h, "x-forwarded-for", ", ")
+  local forwarded = sent ~= "" and sent or nil
   local baggage = IO.all(h, "baggage", ",")
-  for i = 1, #ROUTE_HEADERS do IO.remove(h, ROUTE_HEADERS[i]) end
-  IO.set(h, "x-forwarded-for", forwarded and (forwarded .. ", " .. peer) or peer)
+  IO.put(h, "x-forwarded-for", forwarded and (forwarded .. ", " .. peer) or peer, sent)
   local key = decide(name, h, peer, forwarded)
   local route = ROUTES[key]
-  for i = 1, #route.headers do IO.set(h, route.headers[i][1], route.headers[i][2]) end
+  IO.route(h, route)
   local kept = baggage and strip_gray_baggage(baggage) or ""
-  IO.set(h, "baggage", kept ~= "" and (kept .. "," .. route.baggage) or route.baggage)
+  IO.put(h, "baggage", kept ~= "" and (kept .. "," .. route.baggage) or route.baggage, baggage)
   local pool = service[key]
   if not pool then return 503, "no routable instance", nil, route, name end
   return nil, nil, pool, route, name
@@ -504,22 +514,34 @@ end
 local function detail_json(detail) return '{"detail": "' .. detail .. '"}' end
 
 if ENGINE == "envoy" then
+  -- Each call into Envoy costs about as much as the rest of the decision: get() joins a
+  -- header's values with ",", so a value without one is the header's only value, and the
+  -- values are read one by one only when there is a comma. The client's route headers and
+  -- pool header are dropped before this filter (envoy_config's header mutation).
+  local function values(h, name, separator)
+    local values = {}
+    for i = 0, h:getNumValues(name) - 1 do values[i + 1] = h:getAtIndex(name, i) end
+    return concat(values, separator)
+  end
   IO = {
     get = function(h, name)
-      local n = h:getNumValues(name)
-      if n == 0 then return nil end
-      return h:getAtIndex(name, n - 1)
+      local value = h:get(name)
+      if value == nil or not find(value, ",", 1, true) then return value end
+      return h:getAtIndex(name, h:getNumValues(name) - 1)
     end,
     all = function(h, name, separator)
-      local n = h:getNumValues(name)
-      if n == 0 then return nil end
-      local values = {}
-      for i = 0, n - 1 do values[i + 1] = h:getAtIndex(name, i) end
-      return concat(values, separator)
+      local value = h:get(name)
+      if value == nil or not find(value, ",", 1, true) then return value end
+      return values(h, name, separator)
     end,
-    -- One value, however many the client sent.
-    set = function(h, name, value) h:remove(name) h:add(name, value) end,
-    remove = function(h, name) h:remove(name) end,
+    -- One value, however many the client sent (`sent`: what it sent, nil for none).
+    put = function(h, name, value, sent)
+      if sent ~= nil then h:remove(name) end
+      h:add(name, value)
+    end,
+    route = function(h, route)
+      for i = 1, #route.headers do h:add(route.headers[i][1], route.headers[i][2]) end
+    end,
     -- The geoip filter looked up CLIENT_HEADER, which the first Lua filter set to `ip`.
     geo_city = function(h, _) return GEOIP and h:get(GEO_HEADER) or nil end,
   }
@@ -540,29 +562,34 @@ if ENGINE == "envoy" then
     local headers = handle:headers()
     local path = headers:get(":path") or "/"
     if line_too_long(headers, path) then return answer(handle, "414", LINE_TOO_LONG) end
-    headers:remove(POOL_HEADER)  -- only the decision picks a pool
     local peer = peer_of(handle:streamInfo():downstreamDirectRemoteAddress())
     local status, detail, pool = route_request(headers, path, peer)
     if status then return answer(handle, tostring(status), detail) end
-    headers:replace(POOL_HEADER, pool)
+    headers:add(POOL_HEADER, pool)  -- the client's was dropped before this filter
     handle:clearRouteCache()
   end
   return
 end
 
+local set_header, clear_header = ngx.req.set_header, ngx.req.clear_header
+-- The headers' table's names are lower-case; rawget, not its metatable, which makes a name
+-- it lacks lower-case with "-" for "_" (a new string per header a request lacks).
 IO = {
   get = function(h, name)
-    local value = h[name]
+    local value = rawget(h, name)
     if type(value) == "table" then return value[#value] end
     return value
   end,
   all = function(h, name, separator)
-    local value = h[name]
+    local value = rawget(h, name)
     if type(value) == "table" then return concat(value, separator) end
     return value
   end,
-  set = function(_, name, value) ngx.req.set_header(name, value) end,
-  remove = function(_, name) ngx.req.clear_header(name) end,
+  put = function(_, name, value) set_header(name, value) end,
+  route = function(_, route)
+    for i = 1, #route.clear do clear_header(route.clear[i]) end
+    for i = 1, #route.headers do set_header(route.headers[i][1], route.headers[i][2]) end
+  end,
   -- The geoip2 module looks up $graylane_client_ip when its city variable is read.
   geo_city = function(_, ip)
     if not GEOIP then return nil end
@@ -582,7 +609,8 @@ return {
       route_request(headers, ngx.var.request_uri, ngx.var.remote_addr)
     if route then
       ngx.var.graylane_service, ngx.var.graylane_pool = name, pool or ""
-      ngx.var.graylane_flag, ngx.var.graylane_lane = route.status, route.lane or ""
+      ngx.var.graylane_flag = route.status
+      if route.lane then ngx.var.graylane_lane = route.lane end  -- "" (the server's `set`)
     end
     if status then
       ngx.status = status

@@ -23,7 +23,13 @@ import json
 from typing import Any
 
 from dataplane.agent.ir import Generation
-from dataplane.agent.lua_data import CLIENT_HEADER, GEO_HEADER, POOL_HEADER, lua_source
+from dataplane.agent.lua_data import (
+    CLIENT_HEADER,
+    GEO_HEADER,
+    POOL_HEADER,
+    ROUTE_HEADERS,
+    lua_source,
+)
 from dataplane.agent.site import Site
 from dataplane.gateway.limits import HEADER_COUNT_LIMIT, HEADERS_LIMIT
 
@@ -87,6 +93,19 @@ def bootstrap(site: Site) -> dict[str, Any]:
             },
         ]
     http_filters += [
+        {  # the client's pool and route headers: dropped here, not by a call from Lua each
+            "name": "graylane.strip_route",
+            "typed_config": _typed(
+                "envoy.extensions.filters.http.header_mutation.v3.HeaderMutation",
+                {
+                    "mutations": {
+                        "request_mutations": [
+                            {"remove": name} for name in (POOL_HEADER, *ROUTE_HEADERS)
+                        ]
+                    }
+                },
+            ),
+        },
         _lua_filter(LUA),
         {
             "name": "envoy.filters.http.router",

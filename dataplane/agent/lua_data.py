@@ -24,6 +24,9 @@ GEO_HEADER = "x-graylane-geoip-city"
 # Envoy: the client's address, for its geoip filter (set by the first Lua filter).
 CLIENT_HEADER = "x-graylane-client-ip"
 ENGINES = ("envoy", "nginx")
+# The headers a route sets (a client's are dropped): X-Gray-Status, X-Gray-Lane and
+# X-Gray-Versions.
+ROUTE_HEADERS = tuple(name.lower() for name in (GRAY_STATUS_HEADER, LANE_HEADER, VERSIONS_HEADER))
 
 
 def lua_string(text: str) -> str:
@@ -169,8 +172,7 @@ def _routes(generation: Generation) -> list[str]:
             f"headers = {{{headers}}}, baggage = {lua_string(route.baggage)}}},"
         )
     lines.append("}")
-    names = (GRAY_STATUS_HEADER, LANE_HEADER, VERSIONS_HEADER)
-    lines.append("local ROUTE_HEADERS = {" + ", ".join(lua_string(n.lower()) for n in names) + "}")
+    lines.append("local ROUTE_HEADERS = {" + ", ".join(map(lua_string, ROUTE_HEADERS)) + "}")
     lines.append("local SERVICES = {")
     for service in generation.routes:
         pools = "".join(
