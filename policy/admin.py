@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from graylane.read_only_admin import ReadOnlyAdmin
-from policy.models import PolicyState, Revision
+from policy.models import Freeze, PolicyState, Revision
 
 
 @admin.register(PolicyState)
@@ -14,3 +14,9 @@ class RevisionAdmin(ReadOnlyAdmin):
     list_display = ("number", "created_at", "author", "source", "comment", "checksum")
     list_filter = ("source",)
     search_fields = ("author", "comment")
+
+
+@admin.register(Freeze)
+class FreezeAdmin(admin.ModelAdmin):
+    list_display = ("starts_at", "ends_at", "reason", "created_by")
+    search_fields = ("reason",)

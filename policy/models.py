@@ -53,3 +53,31 @@ class Revision(models.Model):
     @property
     def config(self) -> dict:
         return json.loads(self.content)
+
+
+class Freeze(models.Model):
+    """A window in which no release starts or advances and no policy or lane change of its
+    services is made, but by an admin's audited override (policy/freezes.py). No
+    services: every service."""
+
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    services = models.JSONField(default=list, blank=True)
+    reason = models.CharField(max_length=500)
+    created_by = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["starts_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(ends_at__gt=models.F("starts_at")),
+                name="freeze_ends_after_start",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.starts_at:%Y-%m-%d %H:%M}–{self.ends_at:%Y-%m-%d %H:%M}: {self.reason}"
+
+    def covers(self, service: str) -> bool:
+        return not self.services or service in self.services

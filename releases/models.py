@@ -58,6 +58,8 @@ class Release(models.Model):
     # end (epoch seconds, exclusive) of the last analysed window, the failed intervals,
     # and both versions' figures since the start.
     step_started_at = models.DateTimeField(null=True, blank=True)
+    # When a `scheduled` release starts by itself.
+    scheduled_at = models.DateTimeField(null=True, blank=True)
     analysed_until = models.PositiveBigIntegerField(null=True, blank=True)
     failures = models.PositiveIntegerField(default=0)
     figures = models.JSONField(default=dict, blank=True)
