@@ -14,6 +14,7 @@ from accounts.decorators import role_required
 from accounts.roles import OPERATOR, VIEWER, has_role
 from registry_sync.models import Service
 from releases import bundles, outcomes, services, states
+from releases.chart import release_chart
 from releases.filters import ReleaseFilter
 from releases.models import Release, ReleaseBundle, ReleaseEvent, Webhook, WebhookDelivery
 from releases.serializers import BundleCreateSerializer, ReleaseCreateSerializer, ReleaseSerializer
@@ -117,6 +118,7 @@ def release_detail(request: HttpRequest, pk: int) -> HttpResponse:
                 "webhook", "event"
             )[:100],
             "webhooks": Webhook.objects.filter(enabled=True).exists(),
+            "chart": release_chart(release),
         },
     )
 
