@@ -13,7 +13,8 @@ from django.views.decorators.http import require_POST
 from accounts.decorators import role_required
 from accounts.roles import OPERATOR, VIEWER, has_role
 from registry_sync.models import Service
-from releases import bundles, services, states
+from releases import bundles, outcomes, services, states
+from releases.chart import release_chart
 from releases.filters import ReleaseFilter
 from releases.models import Release, ReleaseBundle, ReleaseEvent, Webhook, WebhookDelivery
 from releases.serializers import BundleCreateSerializer, ReleaseCreateSerializer, ReleaseSerializer
@@ -59,6 +60,7 @@ def _releases_page(
             "bundle_count": ReleaseBundle.objects.count(),
             "states": states.STATES,
             "service_names": Service.objects.order_by("name").values_list("name", flat=True)[:500],
+            "outcomes": outcomes.per_service(service=request.GET.get("service") or None),
         },
         status=status,
     )
@@ -116,6 +118,7 @@ def release_detail(request: HttpRequest, pk: int) -> HttpResponse:
                 "webhook", "event"
             )[:100],
             "webhooks": Webhook.objects.filter(enabled=True).exists(),
+            "chart": release_chart(release),
         },
     )
 

@@ -7,6 +7,7 @@ from audit import api_views as audit_api
 from policy import api_views as policy_api
 from registry_sync import api_views as registry_api
 from releases import api_views as releases_api
+from releases import webhook_views
 
 router = SimpleRouter()
 router.register("revisions", policy_api.RevisionViewSet, basename="revision")
@@ -16,6 +17,7 @@ router.register("instances", registry_api.InstanceViewSet, basename="instance")
 router.register("registries", registry_api.RegistryViewSet, basename="registry")
 router.register("releases", releases_api.ReleaseViewSet, basename="release")
 router.register("release-bundles", releases_api.ReleaseBundleViewSet, basename="release-bundle")
+router.register("webhooks", webhook_views.WebhookViewSet, basename="webhook")
 
 urlpatterns = [
     path("policy/", policy_api.PolicyView.as_view(), name="policy"),

@@ -24,6 +24,10 @@ from metrics import live
 from policy.models import PolicyState
 from registry_sync.models import Registry
 
+# More figures for /metrics from apps above metrics, which it cannot import: they register
+# their collectors at start-up (releases/apps.py: how releases ended).
+APP_COLLECTORS: list[Collector] = []
+
 
 class GraylaneCollector(Collector):
     def collect(self) -> Iterator[Metric]:
@@ -88,6 +92,8 @@ class GraylaneCollector(Collector):
                 success.add_metric([service, version], rate / 100)
         yield requests
         yield success
+        for collector in APP_COLLECTORS:
+            yield from collector.collect()
 
 
 _registry = CollectorRegistry(auto_describe=False)

@@ -112,18 +112,25 @@ def _known_lanes_only(samples: list[Sample]) -> list[Sample]:
     ]
 
 
-def _steps(service: str, since: int, step: int) -> dict[str, dict[int, Figures]]:
-    """The service's rollups from `since` on, summed per version and step (steps aligned to
-    multiples of `step` since the epoch, so a chart's points do not move as time passes)."""
+def _steps(
+    service: str, since: int, step: int, until: int | None = None
+) -> dict[str, dict[int, Figures]]:
+    """The service's rollups from `since` on (up to `until`), summed per version and step
+    (steps aligned to multiples of `step` since the epoch, so a chart's points do not move as
+    time passes)."""
     first = since // step * step
+    rollups = MinuteRollup.objects.filter(service=service, minute__gte=first)
+    latencies = MinuteLatency.objects.filter(service=service, minute__gte=first)
+    if until is not None:
+        rollups, latencies = rollups.filter(minute__lte=until), latencies.filter(minute__lte=until)
     answer: dict[str, dict[int, Figures]] = defaultdict(lambda: defaultdict(Figures))
-    for version, minute, total, errors in MinuteRollup.objects.filter(
-        service=service, minute__gte=first
-    ).values_list("version", "minute", "total", "errors"):
+    for version, minute, total, errors in rollups.values_list(
+        "version", "minute", "total", "errors"
+    ):
         answer[version][minute // step * step].add(total, errors, {})
-    for version, minute, bucket, weight in MinuteLatency.objects.filter(
-        service=service, minute__gte=first
-    ).values_list("version", "minute", "bucket", "weight"):
+    for version, minute, bucket, weight in latencies.values_list(
+        "version", "minute", "bucket", "weight"
+    ):
         answer[version][minute // step * step].add(0, 0, {bucket: weight})
     return answer
 
@@ -147,14 +154,27 @@ def _points(by_version: dict[str, dict[int, tuple[float | None, float]]]) -> Ser
 
 
 def _rollup_series(
-    service: str, since: int, step: int, value: Callable[[Figures], float | None]
+    service: str,
+    since: int,
+    step: int,
+    value: Callable[[Figures], float | None],
+    until: int | None = None,
 ) -> Series:
     return _points(
         {
             version: {ts: (value(figures), figures.total) for ts, figures in steps.items()}
-            for version, steps in _steps(service, since, step).items()
+            for version, steps in _steps(service, since, step, until).items()
         }
     )
+
+
+def span_series(service: str, since: int, until: int, step: int) -> dict[str, Series]:
+    """Success rate and p95 per version and step over [since, until] (a release's span),
+    from the rollups: `{"success_rate": Series, "latency": Series}`."""
+    return {
+        "success_rate": _rollup_series(service, since, step, Figures.success_rate, until),
+        "latency": _rollup_series(service, since, step, Figures.p95, until),
+    }
 
 
 def _count(value: float) -> float:

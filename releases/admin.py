@@ -31,13 +31,13 @@ class WebhookForm(forms.ModelForm):
 
     class Meta:
         model = Webhook
-        fields = ["name", "url", "kind", "secret", "enabled"]
+        fields = ["name", "url", "kind", "secret", "enabled", "owner"]
 
 
 @admin.register(Webhook)
 class WebhookAdmin(admin.ModelAdmin):
     form = WebhookForm
-    list_display = ["name", "kind", "url", "enabled"]
+    list_display = ["name", "kind", "url", "enabled", "owner"]
     list_filter = ["kind", "enabled"]
 
 

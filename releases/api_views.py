@@ -6,9 +6,10 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from releases import bundles, services
+from releases import bundles, outcomes, services
 from releases.filters import ReleaseFilter
 from releases.models import Release, ReleaseBundle
+from releases.outcome_serializers import StatsQuerySerializer, StatsSerializer
 from releases.serializers import (
     BundleCreateSerializer,
     BundleSerializer,
@@ -71,6 +72,15 @@ class ReleaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         """The release's timeline, newest first."""
         page = self.paginate_queryset(self.get_object().events.all())
         return self.get_paginated_response(ReleaseEventSerializer(page, many=True).data)
+
+    @extend_schema(parameters=[StatsQuerySerializer], responses=StatsSerializer, filters=False)
+    @action(detail=False, methods=["get"], filterset_class=None, pagination_class=None)
+    def stats(self, request: Request) -> Response:
+        """How the finished releases ended, per service (a list route: before `{id}/`)."""
+        query = StatsQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        found = outcomes.per_service(**query.validated_data)
+        return Response({"services": [row.as_dict() for row in found]})
 
 
 def _bundle_action(name: str) -> Callable[..., Response]:

@@ -127,9 +127,10 @@ class ReleaseEvent(models.Model):
 
 
 class Webhook(models.Model):
-    """Where release notifications go (admin-managed): a generic JSON body, or a
-    Slack-compatible one (`{"text": ...}`), signed with `secret` (gateways/signing.py's
-    `X-Graylane-Signature`) when one is set."""
+    """Where release notifications go: a generic JSON body, or a Slack-compatible one
+    (`{"text": ...}`), signed with `secret` (gateways/signing.py's `X-Graylane-Signature`)
+    when one is set. Operators manage their own, admins all; one without an owner (made in
+    the admin, or its owner deleted) is the admins' only."""
 
     GENERIC = "generic"
     SLACK = "slack"
@@ -141,6 +142,13 @@ class Webhook(models.Model):
     )
     secret = EncryptedTextField(max_length=200, blank=True)
     enabled = models.BooleanField(default=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="webhooks",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

@@ -27,7 +27,7 @@ from gateways.protocol.views import GatewayEndpoint
 from policy.publishing import load_state
 from registry_sync.api_views import MayReportLifecycle
 from registry_sync.models import Instance, Registry, Service
-from releases.models import Release, ReleaseBundle
+from releases.models import Release, ReleaseBundle, Webhook
 
 GATEWAY_NAME = "edge"
 
@@ -76,6 +76,8 @@ PATH_OBJECTS = {
     "release-bundles": lambda objects: objects["bundle"].pk,
     "lanes": lambda objects: "gray",  # always there (and never deleted: a 400)
     "quarantine": lambda objects: "V2",  # of the service above; not quarantined: a 404
+    # An admin's (no owner): an operator finds no such webhook, a 404.
+    "webhooks": lambda objects: objects["webhook"].pk,
 }
 
 
@@ -150,6 +152,7 @@ def objects(db):
         "token": token,
         "release": release,
         "bundle": bundle,
+        "webhook": Webhook.objects.create(name="hook", url="https://hooks.example.com/x"),
     }
 
 

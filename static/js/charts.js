@@ -9,7 +9,7 @@
 (function () {
   "use strict";
   var card = document.getElementById("traffic");
-  if (!card || !window.uPlot) return;
+  if (!card || !window.uPlot || !window.graylaneChartMarkers) return;
   var service = card.dataset.service;
   // Below these many requests a point is a gap, and a version "not enough data": a
   // success rate of 100 % over three requests says nothing.
@@ -17,7 +17,11 @@
   var MIN_REQUESTS = Number(card.dataset.minRequests || 50);
   var STATUS_WINDOW = "5m";
   var COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2"];
-  var MARKER_COLORS = { revision: "#7c3aed", instance: "#d97706", release: "#0f766e" };
+  var MARKER_STYLES = {
+    revision: { color: "#7c3aed" },
+    instance: { color: "#d97706", dash: [2, 2] },
+    release: { color: "#0f766e" },
+  };
   // {"kinds": [release event kinds drawn], "markers": [{ts, label}]}, from the page.
   var releaseIsland = document.getElementById("release-markers");
   var releaseMarkers = releaseIsland ? JSON.parse(releaseIsland.textContent) : { kinds: [], markers: [] };
@@ -137,32 +141,9 @@
     return data;
   }
 
-  function drawMarkers(u) {
-    var ctx = u.ctx;
-    ctx.save();
-    markers.forEach(function (m) {
-      var x = u.valToPos(m.ts, "x", true);
-      if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) return;
-      ctx.strokeStyle = MARKER_COLORS[m.kind] || "#d97706";
-      ctx.setLineDash(m.kind === "instance" ? [2, 2] : [4, 3]);
-      ctx.lineWidth = 1.5;
-      ctx.beginPath();
-      ctx.moveTo(x, u.bbox.top);
-      ctx.lineTo(x, u.bbox.top + u.bbox.height);
-      ctx.stroke();
-    });
-    ctx.restore();
-  }
-
-  function showMarkerNear(u) {
-    if (u.cursor.left == null || u.cursor.left < 0) return;
-    var near = markers.filter(function (m) {
-      return Math.abs(u.valToPos(m.ts, "x") - u.cursor.left) <= 6;
-    });
-    markerInfo.textContent = near.map(function (m) {
-      return new Date(m.ts * 1000).toISOString().substring(11, 19) + " " + m.label;
-    }).join(" · ");
-  }
+  function currentMarkers() { return markers; }
+  var drawMarkers = window.graylaneChartMarkers.draw(currentMarkers, MARKER_STYLES);
+  var showMarkerNear = window.graylaneChartMarkers.near(currentMarkers, markerInfo);
 
   function chart(id, title, field, unit) {
     var element = document.getElementById(id);
