@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("releases", "0007_release_state_made_explicit"),
+        ("releases", "0008_release_scheduled_at"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
