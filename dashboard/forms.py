@@ -392,7 +392,8 @@ class _RolloutForm(forms.Form):
     steps = forms.CharField(
         initial="targeted, 5, 25, 50, 100",
         label="Steps",
-        help_text='"targeted" (the lane\'s rules only), then percentages of users (0.01 to 100)',
+        help_text='"targeted" (the lane\'s rules only), then percentages of users (0.01 to 100); '
+        '"approval" waits for an operator',
     )
     interval_s = forms.IntegerField(initial=60, label="Interval (s)")
     min_requests = forms.IntegerField(initial=100, label="Minimum requests per interval")
@@ -411,10 +412,14 @@ class _RolloutForm(forms.Form):
                 continue
             if word.lower() == "targeted":
                 steps.append({"targeted": True})
+            elif word.lower() == "approval":
+                steps.append({"approval": True})
             elif NUMBER.fullmatch(word):
                 steps.append({"percent": float(word) if "." in word else int(word)})
             else:
-                raise forms.ValidationError(f"{word!r} is neither 'targeted' nor a percentage.")
+                raise forms.ValidationError(
+                    f"{word!r} is neither 'targeted', 'approval' nor a percentage."
+                )
         return steps
 
     def rollout_body(self) -> dict:

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 from accounts.decorators import role_required
 from accounts.roles import OPERATOR, VIEWER, has_role
 from registry_sync.models import Service
-from releases import bundles, outcomes, services, states
+from releases import bundles, outcomes, schedules, services, states
 from releases.chart import release_chart
 from releases.filters import ReleaseFilter
 from releases.models import Release, ReleaseBundle, ReleaseEvent, Webhook, WebhookDelivery
@@ -58,6 +58,7 @@ def _releases_page(
             "bundle_form": bundle_form,
             "bundles": _listed_bundles(),
             "bundle_count": ReleaseBundle.objects.count(),
+            "upcoming": schedules.upcoming(),
             "states": states.STATES,
             "service_names": Service.objects.order_by("name").values_list("name", flat=True)[:500],
             "outcomes": outcomes.per_service(service=request.GET.get("service") or None),
@@ -137,7 +138,7 @@ def release_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
         return redirect("dashboard:release", pk=release.pk)
     try:
         release = services.act(release.pk, action, actor=request.user.username, source="ui")
-    except services.Conflict as exc:
+    except (services.Conflict, services.Forbidden) as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Release {release.pk}: {action} done, now {release.state}.")
@@ -203,7 +204,7 @@ def bundle_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
         return redirect("dashboard:bundle", pk=bundle.pk)
     try:
         bundles.act_bundle(bundle.pk, action, actor=request.user.username, source="ui")
-    except services.Conflict as exc:
+    except (services.Conflict, services.Forbidden) as exc:
         messages.error(request, str(exc))
     else:
         now = states.common_state(list(bundle.releases.values_list("state", flat=True)))

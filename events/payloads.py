@@ -74,6 +74,7 @@ class ReleaseFields(TypedDict):
     updated_at: str
     allowed_actions: list[str]
     bundle: int | None
+    scheduled_at: str | None
 
 
 class ReleaseEventFields(TypedDict):

@@ -330,6 +330,9 @@ DRAIN_SECONDS = env_float("DRAIN_SECONDS", 5.0)
 # "Restart instance" on the service page, for the demo fleet (demo/restart.py).
 DEMO_RESTART = env_bool("DEMO_RESTART", False)
 
+# Releases: an approval step wants an operator other than the release's creator.
+RELEASE_FOUR_EYES = env_bool("RELEASE_FOUR_EYES", False)
+
 # Gateway config delivery (gateways/).
 GATEWAY_STALE_SECONDS = env_float("GATEWAY_STALE_SECONDS", 30.0, minimum=1.0)
 GATEWAY_BEHIND_BANNER_SECONDS = env_float("GATEWAY_BEHIND_BANNER_SECONDS", 30.0)

@@ -1,4 +1,5 @@
 from collections.abc import Callable
+from functools import partial
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
@@ -16,6 +17,7 @@ from releases.serializers import (
     ReleaseCreateSerializer,
     ReleaseEventSerializer,
     ReleaseSerializer,
+    ReleaseStartSerializer,
 )
 
 
@@ -26,18 +28,30 @@ def _action(
     what: str = "release",
 ) -> Callable[..., Response]:
     def run(self: viewsets.GenericViewSet, request: Request, pk: str | None = None) -> Response:
-        target = self.get_object()
-        try:
-            target = act(target.pk, name, actor=request.user.username, source="api")
-        except services.Conflict as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        return Response(serializer(target).data)
+        return _act(self, request, name, act, serializer)
 
     # The router dispatches to the view method of this name: set before decorating.
     run.__name__ = name
     run.__doc__ = f"`{name}` the {what} (operator); 409 when its state does not allow it."
-    schema = extend_schema(request=None, responses={200: serializer, 409: None})
+    schema = extend_schema(request=None, responses={200: serializer, 403: None, 409: None})
     return schema(action(detail=True, methods=["post"], url_path=name, url_name=name)(run))
+
+
+def _act(
+    view: viewsets.GenericViewSet,
+    request: Request,
+    name: str,
+    act: Callable[..., Release | ReleaseBundle],
+    serializer: type[serializers.ModelSerializer],
+) -> Response:
+    target = view.get_object()
+    try:
+        target = act(target.pk, name, actor=request.user.username, source="api")
+    except services.Conflict as exc:
+        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+    except services.Forbidden as exc:
+        return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
+    return Response(serializer(target).data)
 
 
 class ReleaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -59,10 +73,22 @@ class ReleaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
             return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
         return Response(ReleaseSerializer(release).data, status=status.HTTP_201_CREATED)
 
-    start = _action("start")
+    @extend_schema(
+        request=ReleaseStartSerializer, responses={200: ReleaseSerializer, 400: None, 409: None}
+    )
+    @action(detail=True, methods=["post"])
+    def start(self, request: Request, pk: str | None = None) -> Response:
+        """`start` the release now (operator), or with `{"at": "<ISO time>"}` then (state
+        `scheduled`); 409 when its state does not allow it."""
+        form = ReleaseStartSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        act = partial(services.act, at=form.validated_data.get("at"))
+        return _act(self, request, "start", act, ReleaseSerializer)
+
     pause = _action("pause")
     resume = _action("resume")
     promote = _action("promote")
+    approve = _action("approve")
     rollback = _action("rollback")
     abort = _action("abort")
 
@@ -111,5 +137,6 @@ class ReleaseBundleViewSet(
     pause = _bundle_action("pause")
     resume = _bundle_action("resume")
     promote = _bundle_action("promote")
+    approve = _bundle_action("approve")
     rollback = _bundle_action("rollback")
     abort = _bundle_action("abort")

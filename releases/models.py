@@ -86,7 +86,13 @@ class Release(models.Model):
 
     def step_label(self, index: int | None = None) -> str:
         step = self.steps[self.step if index is None else index]
+        if step.get("approval"):
+            return "approval"
         return "targeted users" if step.get("targeted") else f"{step['percent']} %"
+
+    def is_approval_step(self, index: int | None = None) -> bool:
+        """Whether the step (the current one by default) waits for an operator's approval."""
+        return bool(self.steps[self.step if index is None else index].get("approval"))
 
 
 class ReleaseEvent(models.Model):
@@ -94,12 +100,17 @@ class ReleaseEvent(models.Model):
         (kind, kind)
         for kind in (
             "created",
+            "scheduled",
+            "frozen",
+            "start_refused",
             "started",
             "analysis",
             "insufficient_data",
             "advanced",
             "paused",
             "resumed",
+            "awaiting_approval",
+            "approved",
             "promoted",
             "rolled_back",
             "aborted",

@@ -1,5 +1,7 @@
+from itertools import pairwise
 from typing import Any
 
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.utils.serializer_helpers import ReturnDict
@@ -31,14 +33,16 @@ class PercentField(serializers.Field):
 
 class StepSerializer(serializers.Serializer):
     """`{"targeted": true}`: the lane's targeted rules only; `{"percent": N}`: also N % of
-    the users, sticky (the targeted rules keep applying)."""
+    the users, sticky (the targeted rules keep applying); `{"approval": true}`: wait for an
+    operator's approval, the routing as at the step before (releases/approvals.py)."""
 
     targeted = serializers.BooleanField(required=False)
     percent = PercentField(required=False)
+    approval = serializers.BooleanField(required=False)
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
-            unknown = set(data) - {"targeted", "percent"}
+            unknown = set(data) - {"targeted", "percent", "approval"}
             if unknown:
                 raise serializers.ValidationError(
                     {key: ["Unknown field."] for key in sorted(unknown)}
@@ -46,11 +50,15 @@ class StepSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if attrs.get("targeted") is True and "percent" not in attrs:
+        if attrs == {"targeted": True}:
             return {"targeted": True}
-        if "percent" in attrs and "targeted" not in attrs:
+        if attrs == {"approval": True}:
+            return {"approval": True}
+        if set(attrs) == {"percent"}:
             return {"percent": attrs["percent"]}
-        raise serializers.ValidationError('Either {"targeted": true} or {"percent": 0.01..100}.')
+        raise serializers.ValidationError(
+            'Either {"targeted": true}, {"percent": 0.01..100} or {"approval": true}.'
+        )
 
 
 class AnalysisSerializer(serializers.Serializer):
@@ -92,8 +100,13 @@ class ReleaseCreateSerializer(serializers.Serializer):
     def validate_steps(self, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not steps or len(steps) > MAX_STEPS:
             raise serializers.ValidationError(f"From 1 to {MAX_STEPS} steps.")
-        if any(step.get("targeted") for step in steps[1:]):
+        traffic = [step for step in steps if not step.get("approval")]
+        if not traffic:
+            raise serializers.ValidationError("At least one step of traffic.")
+        if any(step.get("targeted") for step in traffic[1:]):
             raise serializers.ValidationError("Only the first step may be the targeted one.")
+        if any(a.get("approval") and b.get("approval") for a, b in pairwise(steps)):
+            raise serializers.ValidationError("Two approval steps in a row: one is enough.")
         percents = [step["percent"] for step in steps if "percent" in step]
         if percents != sorted(set(percents)):
             raise serializers.ValidationError("Percentages must grow from step to step.")
@@ -141,11 +154,25 @@ class ReleaseSerializer(serializers.ModelSerializer):
             "updated_at",
             "allowed_actions",
             "bundle",
+            "scheduled_at",
         ]
         read_only_fields = fields
 
     def get_allowed_actions(self, release: Release) -> list[str]:
         return states.allowed_actions(release.state)
+
+
+class ReleaseStartSerializer(serializers.Serializer):
+    """`start/`'s body, optional: without `at` the release starts now."""
+
+    at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="Start then instead (state `scheduled`)."
+    )
+
+    def validate_at(self, value: Any) -> Any:
+        if value is not None and value <= timezone.now():
+            raise serializers.ValidationError("Must be in the future (leave it out to start now).")
+        return value
 
 
 class ReleaseEventSerializer(serializers.ModelSerializer):

@@ -4,7 +4,7 @@ goes through policy.release_routing (a revision and an audit entry each); every 
 decision is an event on the release's timeline, published live."""
 
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import cast
 
 from django.db import IntegrityError, transaction
@@ -21,7 +21,7 @@ from policy.documents import effective_versions
 from policy.lanes import lanes_of, quarantined_of
 from policy.publishing import load_state
 from registry_sync.models import Service
-from releases import analysis, states
+from releases import analysis, approvals, states
 from releases.models import Release, ReleaseBundle, ReleaseEvent
 from releases.serializers import ReleaseEventSerializer, ReleaseSerializer
 from routing_engine.lanes import GRAY_LANE
@@ -40,6 +40,10 @@ release_event = Signal()
 
 class Conflict(Exception):
     """The release's state (or another release of its service) does not allow this: 409."""
+
+
+class Forbidden(Exception):
+    """The release allows this, but not to this person (four eyes): 403."""
 
 
 class Invalid(Exception):
@@ -106,8 +110,11 @@ def lane_in_use(lane: str) -> str | None:
     )
 
 
-def act(release_id: int, action: str, *, actor: str, source: str) -> Release:
-    """start, pause, resume, promote, rollback or abort; Conflict when the state forbids it."""
+def act(
+    release_id: int, action: str, *, actor: str, source: str, at: datetime | None = None
+) -> Release:
+    """start, pause, resume, promote, approve, rollback or abort; Conflict when the state
+    forbids it. `start` `at` a time schedules it instead (releases/schedules.py starts it)."""
     with transaction.atomic():
         release = Release.objects.select_for_update().get(pk=release_id)
         if release.state not in states.ACTIONS[action]:
@@ -116,10 +123,32 @@ def act(release_id: int, action: str, *, actor: str, source: str) -> Release:
                 + (", ".join(states.allowed_actions(release.state)) or "nothing")
                 + "."
             )
+        if action == "promote" and release.is_approval_step():
+            raise Conflict(f"Step {release.step + 1} waits for an approval: resume, then approve.")
         before = _audit_view(release)
-        _ACTIONS[action](release, actor, source)
+        if action == "start" and at is not None:
+            _schedule(release, at, actor)
+        else:
+            _ACTIONS[action](release, actor, source)
         _audit(release, actor, source, f"release.{action}", before, _audit_view(release))
     return release
+
+
+def note(release: Release, kind: str, detail: dict, actor: str) -> ReleaseEvent:
+    """An event on a release's timeline that changes nothing else (a held scheduled start)."""
+    return _event(release, kind, detail, actor)
+
+
+def _schedule(release: Release, at: datetime, actor: str) -> None:
+    release.state = states.SCHEDULED
+    release.scheduled_at = at
+    release.save()
+    _event(
+        release,
+        "scheduled",
+        {"at": at.isoformat(), "reason": f"starts at {at:%Y-%m-%d %H:%M:%S} UTC"},
+        actor,
+    )
 
 
 def _start(release: Release, actor: str, source: str) -> None:
@@ -154,9 +183,13 @@ def _start(release: Release, actor: str, source: str) -> None:
             release.save()
     except IntegrityError:
         raise Conflict(under_way) from None
-    release.routing_before = _route_step(release, actor)
+    # A first step that is an approval routes nothing yet.
+    waits = release.is_approval_step()
+    release.routing_before = _routing_found(release) if waits else _route_step(release, actor)
     release.save(update_fields=["routing_before"])
     _event(release, "started", {"routing": release.step_label()}, actor)
+    if waits:
+        _await_approval(release, actor)
 
 
 def _pause(release: Release, actor: str, source: str) -> None:
@@ -166,7 +199,7 @@ def _pause(release: Release, actor: str, source: str) -> None:
 
 
 def _resume(release: Release, actor: str, source: str) -> None:
-    release.state = states.RUNNING
+    release.state = states.AWAITING_APPROVAL if release.is_approval_step() else states.RUNNING
     _new_step_clock(release)  # the paused time counts neither as data nor against the deadline
     release.save()
     _event(release, "resumed", {}, actor)
@@ -182,6 +215,9 @@ def _promote(
     release.ready_at_step = None
     if release.step + 1 < len(release.steps):
         release.step += 1
+        if release.is_approval_step():
+            _await_approval(release, actor)
+            return
         release.state = states.RUNNING
         _new_step_clock(release, window_start)
         release.save()
@@ -199,6 +235,20 @@ def _promote(
         comment=_comment(release, f"{release.to_version} is prod"),
     )
     _event(release, "promoted", {**(detail or {}), "prod_version": release.to_version}, actor)
+
+
+def _await_approval(release: Release, actor: str) -> None:
+    """At an approval step: the routing stays that of the step before, nothing is analysed."""
+    release.state = states.AWAITING_APPROVAL
+    release.save()
+    _event(release, "awaiting_approval", {"reason": approvals.waiting_reason(release)}, actor)
+
+
+def _approve(release: Release, actor: str, source: str) -> None:
+    if refusal := approvals.refusal(release, actor):
+        raise Forbidden(refusal)
+    _event(release, "approved", {"approved_by": actor, "reason": f"approved by {actor}"}, actor)
+    _promote(release, actor, source)
 
 
 def _finish_back_to_prod(
@@ -239,6 +289,7 @@ _ACTIONS = {
     "pause": _pause,
     "resume": _resume,
     "promote": _promote,
+    "approve": _approve,
     "rollback": _rollback,
     "abort": _abort,
 }
@@ -270,6 +321,14 @@ def _route_step(release: Release, actor: str) -> release_routing.Routing:
         raise Conflict(f"Lane {release.lane} does not exist any more.") from None
 
 
+def _routing_found(release: Release) -> release_routing.Routing:
+    """The service's routing in the release's lane, left as it is."""
+    try:
+        return release_routing.routing_in(load_state().document, release.service, release.lane)
+    except KeyError:
+        raise Conflict(f"Lane {release.lane} does not exist any more.") from None
+
+
 def _routing_before(release: Release) -> release_routing.Routing:
     """What the release found when it started: set by its start (for a release under way
     before releases had it, by the data migration releases.0007)."""
@@ -283,7 +342,10 @@ def _comment(release: Release, what: str) -> str:
 
 
 def _audit_view(release: Release) -> dict:
-    return {"state": release.state, "step": release.step}
+    view: dict = {"state": release.state, "step": release.step}
+    if release.state == states.SCHEDULED and release.scheduled_at is not None:
+        view["scheduled_at"] = release.scheduled_at.isoformat()
+    return view
 
 
 def _audit(
@@ -478,6 +540,8 @@ MARKER_KINDS = (
     "paused",
     "resumed",
     "insufficient_data",
+    "awaiting_approval",
+    "approved",
     "promoted",
     "rolled_back",
     "aborted",

@@ -1,30 +1,45 @@
 """A release's states and which action may move it where (plain data, no Django)."""
 
 PENDING = "pending"
+SCHEDULED = "scheduled"
 RUNNING = "running"
 PAUSED = "paused"
 INSUFFICIENT_DATA = "insufficient_data"
+AWAITING_APPROVAL = "awaiting_approval"
 PROMOTED = "promoted"
 ROLLED_BACK = "rolled_back"
 ABORTED = "aborted"
 FAILED = "failed"
 
-STATES = [PENDING, RUNNING, PAUSED, INSUFFICIENT_DATA, PROMOTED, ROLLED_BACK, ABORTED, FAILED]
+STATES = [
+    PENDING,
+    SCHEDULED,
+    RUNNING,
+    PAUSED,
+    INSUFFICIENT_DATA,
+    AWAITING_APPROVAL,
+    PROMOTED,
+    ROLLED_BACK,
+    ABORTED,
+    FAILED,
+]
 # States in which the release owns its service's routing in its lane: at most one per
-# service and lane.
-ACTIVE = (RUNNING, PAUSED, INSUFFICIENT_DATA)
+# service and lane. Awaiting approval, it keeps the routing of the step before.
+ACTIVE = (RUNNING, PAUSED, INSUFFICIENT_DATA, AWAITING_APPROVAL)
 FINISHED = (PROMOTED, ROLLED_BACK, ABORTED, FAILED)
 # States the analysis works in (paused: the operator holds it).
 ANALYSED = (RUNNING, INSUFFICIENT_DATA)
 
 # action -> the states it may be taken in.
+# `start` in `scheduled`: now, not at its time.
 ACTIONS: dict[str, tuple[str, ...]] = {
-    "start": (PENDING,),
-    "pause": (RUNNING, INSUFFICIENT_DATA),
+    "start": (PENDING, SCHEDULED),
+    "pause": (RUNNING, INSUFFICIENT_DATA, AWAITING_APPROVAL),
     "resume": (PAUSED,),
-    "promote": ACTIVE,
+    "promote": (RUNNING, PAUSED, INSUFFICIENT_DATA),
+    "approve": (AWAITING_APPROVAL,),
     "rollback": ACTIVE,
-    "abort": (PENDING, *ACTIVE),
+    "abort": (PENDING, SCHEDULED, *ACTIVE),
 }
 
 

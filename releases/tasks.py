@@ -4,14 +4,15 @@ from typing import Any
 from celery import Task, shared_task
 
 from events.after_commit import best_effort
-from releases import services, webhooks
+from releases import schedules, services, webhooks
 from releases.models import ReleaseEvent
 
 
 @shared_task(ignore_result=True)
 def analyse_due() -> int:
-    """Beat, every second: the releases whose interval ended."""
-    return services.analyse_due()
+    """Beat, every second: the scheduled releases whose time came (started first, so a
+    start is never a second late), then the releases whose interval ended."""
+    return schedules.start_due() + services.analyse_due()
 
 
 @shared_task(bind=True, ignore_result=True, max_retries=webhooks.MAX_ATTEMPTS - 1)
