@@ -342,6 +342,16 @@ GATEWAY_RETRY_MAX_DELAY = env_float("GATEWAY_RETRY_MAX_DELAY", 30.0, minimum=1.0
 GATEWAY_WAKEUP_CHANNEL = REDIS_PREFIX + ":gateways:generation"
 GATEWAY_SWEEP_SECONDS = max(1.0, GATEWAY_STALE_SECONDS / 3)
 
+# Convergence-gated release steps (releases/convergence.py): the share of the gateways
+# fronting a service that must ack a step's generation before its analysis starts, and how
+# long a step may wait for them before its release pauses.
+RELEASE_CONVERGENCE_SHARE = env_float("RELEASE_CONVERGENCE_SHARE", 1.0)
+if RELEASE_CONVERGENCE_SHARE > 1:
+    raise ImproperlyConfigured(
+        f"RELEASE_CONVERGENCE_SHARE={RELEASE_CONVERGENCE_SHARE}: a share, at most 1."
+    )
+RELEASE_CONVERGENCE_TIMEOUT = env_float("RELEASE_CONVERGENCE_TIMEOUT", 60.0, minimum=1.0)
+
 # Who a caller is (routing_engine.caller), for the simulator as for the gateway: a GeoIP2 or
 # GeoLite2 City database for callers' cities, and the proxies whose X-Forwarded-For and
 # city header are believed.

@@ -69,6 +69,10 @@ class Release(models.Model):
     position = models.PositiveIntegerField(default=0, help_text="Dependency order in a bundle.")
     # The step this release's analysis found healthy, while a bundle waits for the others.
     ready_at_step = models.PositiveIntegerField(null=True, blank=True)
+    # The current step while its gateways have not all acked it (releases/convergence.py):
+    # its policy revision, generation, acks so far and the event it waits to write; empty
+    # once the step is applied.
+    convergence = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -115,6 +119,7 @@ class ReleaseEvent(models.Model):
             "rolled_back",
             "aborted",
             "failed",
+            "not_converged",
         )
     ]
 

@@ -21,7 +21,7 @@ from policy.documents import effective_versions
 from policy.lanes import lanes_of, quarantined_of
 from policy.publishing import load_state
 from registry_sync.models import Service
-from releases import analysis, approvals, states
+from releases import analysis, approvals, convergence, states
 from releases.models import Release, ReleaseBundle, ReleaseEvent
 from releases.serializers import ReleaseEventSerializer, ReleaseSerializer
 from routing_engine.lanes import GRAY_LANE
@@ -187,9 +187,11 @@ def _start(release: Release, actor: str, source: str) -> None:
     waits = release.is_approval_step()
     release.routing_before = _routing_found(release) if waits else _route_step(release, actor)
     release.save(update_fields=["routing_before"])
-    _event(release, "started", {"routing": release.step_label()}, actor)
     if waits:
+        _event(release, "started", {"routing": release.step_label()}, actor)
         _await_approval(release, actor)
+    else:
+        _step_routed(release, "started", {"routing": release.step_label()}, actor)
 
 
 def _pause(release: Release, actor: str, source: str) -> None:
@@ -201,6 +203,7 @@ def _pause(release: Release, actor: str, source: str) -> None:
 def _resume(release: Release, actor: str, source: str) -> None:
     release.state = states.AWAITING_APPROVAL if release.is_approval_step() else states.RUNNING
     _new_step_clock(release)  # the paused time counts neither as data nor against the deadline
+    convergence.wait_again(release, time.time())
     release.save()
     _event(release, "resumed", {}, actor)
 
@@ -213,6 +216,7 @@ def _promote(
     window_start: int | None = None,
 ) -> None:
     release.ready_at_step = None
+    _write(release, convergence.flush(release, time.time()))
     if release.step + 1 < len(release.steps):
         release.step += 1
         if release.is_approval_step():
@@ -222,7 +226,9 @@ def _promote(
         _new_step_clock(release, window_start)
         release.save()
         _route_step(release, actor)
-        _event(release, "advanced", {**(detail or {}), "routing": release.step_label()}, actor)
+        _step_routed(
+            release, "advanced", {**(detail or {}), "routing": release.step_label()}, actor
+        )
         return
     release.state = states.PROMOTED
     release.save()
@@ -257,6 +263,7 @@ def _finish_back_to_prod(
     """The routing as it was before the release started; after a rollback its version is
     quarantined as well (no traffic at all until an operator lifts it)."""
     was_active = release.state in states.ACTIVE
+    _write(release, convergence.flush(release, time.time()))
     release.state = state
     release.save()
     quarantine = release.to_version if state == states.ROLLED_BACK and was_active else None
@@ -327,6 +334,31 @@ def _routing_found(release: Release) -> release_routing.Routing:
         return release_routing.routing_in(load_state().document, release.service, release.lane)
     except KeyError:
         raise Conflict(f"Lane {release.lane} does not exist any more.") from None
+
+
+def _step_routed(release: Release, kind: str, detail: dict, actor: str) -> None:
+    """Event `kind` of the step just routed, once its gateways run it: now when none is
+    awaited, else from the beat (releases/convergence.py)."""
+    convergence.begin(release, kind, detail, actor, time.time())
+    _step_applied(release)
+
+
+def _step_applied(release: Release) -> bool:
+    """Whether the current step runs on its gateways: the wait's event is written when it
+    ends, and the release pauses when it waited too long."""
+    if not convergence.waiting(release):
+        return True
+    settled = convergence.check(release, time.time())
+    if settled is not None and settled.kind == convergence.NOT_CONVERGED:
+        release.state = states.PAUSED
+    release.save()
+    _write(release, settled)
+    return settled is not None and release.state != states.PAUSED
+
+
+def _write(release: Release, settled: convergence.Settled | None) -> None:
+    if settled is not None:
+        _event(release, settled.kind, settled.detail, settled.actor or ANALYSIS_ACTOR)
 
 
 def _routing_before(release: Release) -> release_routing.Routing:
@@ -425,12 +457,14 @@ def _back_to_prod_together(release: Release, state: str, kind: str) -> None:
 
 
 def analyse(release: Release, now: float) -> bool:
-    """One interval of a locked release, if one is due; then the deadline."""
+    """One interval of a locked release, if its step is applied (its gateways acked it) and
+    one is due; then the deadline."""
     settings = analysis.Settings.of(release.analysis)
+    applied = _step_applied(release)
     first = release.analysed_until or int(now)
     last = first + settings.interval_s - 1
     analysed = False
-    if last + 1 + REPORT_LAG_SECONDS <= now:
+    if applied and last + 1 + REPORT_LAG_SECONDS <= now:
         _judge(release, settings, first, last)
         analysed = True
     if (
@@ -538,6 +572,7 @@ MARKER_KINDS = (
     "started",
     "advanced",
     "paused",
+    "not_converged",
     "resumed",
     "insufficient_data",
     "awaiting_approval",

@@ -12,7 +12,16 @@ from releases.serializers import ReleaseEventSerializer, ReleaseSerializer
 
 # The events worth telling people about (an analysis every interval is not).
 NOTIFIED_KINDS = frozenset(
-    ("started", "advanced", "paused", "insufficient_data", "promoted", "rolled_back", "failed")
+    (
+        "started",
+        "advanced",
+        "paused",
+        "not_converged",
+        "insufficient_data",
+        "promoted",
+        "rolled_back",
+        "failed",
+    )
 )
 TIMEOUT_SECONDS = 5.0
 MAX_ATTEMPTS = 6

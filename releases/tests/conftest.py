@@ -14,6 +14,14 @@ from releases import services
 from releases.models import Release
 
 
+@pytest.fixture(autouse=True)
+def steps_apply_at_once(settings):
+    """Steps do not wait for gateways' acks here (RELEASE_CONVERGENCE_SHARE 0): these tests
+    never commit, so no generation is made after a step's revision for the gateways they
+    fake to ack. test_convergence.py waits as releases do."""
+    settings.RELEASE_CONVERGENCE_SHARE = 0.0
+
+
 @pytest.fixture
 def windows(monkeypatch):
     """A fresh in-memory live store for the metrics the analysis reads."""

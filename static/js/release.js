@@ -20,6 +20,22 @@
     return window.requests + " req, " + (window.error_rate == null ? "—" : window.error_rate) + " %";
   }
 
+  // A step event's convergence, as templates/dashboard/_release_convergence.html says it.
+  function convergence(detail) {
+    if (detail.converged == null) return "";
+    var text = "generation " + (detail.generation == null ? "—" : detail.generation) + ", " +
+      detail.acked + " / " + detail.gateways + " gateways acked";
+    var propagation = detail.propagation_ms || {};
+    if (propagation.max != null) {
+      text += ", propagation p50 " + propagation.p50 + " ms / max " + propagation.max + " ms";
+    }
+    if (!detail.converged) text += ", not converged";
+    if (detail.stale_gateways && detail.stale_gateways.length) {
+      text += "; stale: " + detail.stale_gateways.join(", ");
+    }
+    return text;
+  }
+
   function addRow(event) {
     var empty = timeline.querySelector("td.muted[colspan]");
     if (empty) empty.parentNode.remove();
@@ -38,7 +54,15 @@
     cell(row, figures(detail.window && detail.window.prod));
     cell(row, detail.test ? "+" + detail.test.increase_points + " pts, ratio " +
       detail.test.likelihood_ratio + ", p=" + detail.test.p_value : "");
-    cell(row, detail.reason || detail.routing || "", "small");
+    var why = cell(row, detail.reason || detail.routing || "", "small");
+    var converged = convergence(detail);
+    if (converged) {
+      var line = document.createElement("div");
+      line.className = "muted";
+      line.dataset.convergence = "";
+      line.textContent = converged;
+      why.appendChild(line);
+    }
     timeline.insertBefore(row, timeline.firstChild);
   }
 
