@@ -104,6 +104,7 @@ class ReleaseEvent(models.Model):
             "rolled_back",
             "aborted",
             "failed",
+            "frozen",
         )
     ]
 
