@@ -12,7 +12,7 @@ from typing import Any
 
 from audit import log as audit_log
 from policy.documents import effective_versions
-from policy.freezes import active_freeze, describe
+from policy.freezes import active_freezes, covering, describe
 from policy.lanes import gray_priority_of, lanes_of, quarantined_of, routing_of
 from policy.models import Freeze, PolicyDraft, PolicyState
 from registry_sync.models import Instance, Service
@@ -118,17 +118,21 @@ def services_changed(before: dict[str, Any], after: dict[str, Any]) -> set[str]:
 def check_freezes(services: Iterable[str], control: Control) -> dict[str, Any] | None:
     """Frozen when a window holds one of `services` and there is no override; with one, what
     the audit entry records of it (None when no window holds any)."""
-    held = [(service, active_freeze(service)) for service in sorted(services)]
-    frozen = [(service, freeze) for service, freeze in held if freeze is not None]
+    current = active_freezes()
+    frozen: dict[str, Freeze] = {}
+    for service in sorted(services):
+        freeze = covering(current, service)
+        if freeze is not None:
+            frozen[service] = freeze
     if not frozen:
         return None
     if not control.freeze_override:
-        service, freeze = frozen[0]
+        service, freeze = next(iter(frozen.items()))
         raise Frozen(freeze, service)
     return {
         "reason": control.freeze_override,
-        "freezes": sorted({freeze.pk for _, freeze in frozen if freeze is not None}),
-        "services": [service for service, _ in frozen],
+        "freezes": sorted({freeze.pk for freeze in frozen.values()}),
+        "services": list(frozen),
     }
 
 

@@ -10,11 +10,20 @@ from audit import log as audit_log
 from policy.models import Freeze
 
 
+def active_freezes(at: datetime | None = None) -> list[Freeze]:
+    """The windows under way at `at` (now by default), the one ending last first."""
+    moment = at or timezone.now()
+    current = Freeze.objects.filter(starts_at__lte=moment, ends_at__gt=moment)
+    return list(current.order_by("-ends_at", "id"))
+
+
+def covering(freezes: list[Freeze], service: str) -> Freeze | None:
+    return next((freeze for freeze in freezes if freeze.covers(service)), None)
+
+
 def active_freeze(service: str, at: datetime | None = None) -> Freeze | None:
     """The window covering `service` at `at` (now by default) that ends last, or None."""
-    moment = at or timezone.now()
-    current = Freeze.objects.filter(starts_at__lte=moment, ends_at__gt=moment).order_by("-ends_at")
-    return next((freeze for freeze in current if freeze.covers(service)), None)
+    return covering(active_freezes(at), service)
 
 
 def describe(freeze: Freeze) -> str:

@@ -111,6 +111,8 @@ def test_a_second_draft_rejected_by_a_third_operator(api, protected, alice, bob)
     assert alice.get("/api/v1/lanes/feature-x/").status_code == 404
     assert bob.post(f"/api/v1/policy/drafts/{draft}/approve/").status_code == 409
     assert AuditEntry.objects.get(action="draft.reject").actor == "carol"
+    assert bob.get("/api/v1/policy/drafts/?state=pending").json()["count"] == 0
+    assert bob.get("/api/v1/policy/drafts/?state=rejected").json()["count"] == 1
 
 
 def test_approving_after_the_policy_moved_on_is_409_and_the_draft_stays(protected, alice, bob):
