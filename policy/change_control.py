@@ -47,8 +47,8 @@ class DraftPending(Exception):
 
     def __init__(self, draft: PolicyDraft):
         super().__init__(
-            f"{', '.join(draft.services)} protected: the change waits as draft {draft.pk} "
-            "for another operator's approval."
+            f"It changes protected services ({', '.join(draft.services)}): it waits as draft "
+            f"{draft.pk} for another operator's approval."
         )
         self.draft = draft
 
