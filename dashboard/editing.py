@@ -3,7 +3,8 @@ lane's place): preview the change as a diff, publish it with the revision the pa
 loaded at as If-Match, and, when someone published meanwhile, re-apply the edit on top of
 the newer revision (a three-way merge against the revision it was made on), so neither
 change is lost; the diff then shows what the edit still changes. Bad input is shown on
-the fields it concerns, and nothing is saved."""
+the fields it concerns, and nothing is saved; so is a freeze window's refusal. A change of a
+protected service is kept as a draft for review instead."""
 
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Generic, TypeVar
@@ -13,6 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from accounts.roles import OPERATOR, has_role
+from policy.change_control import DraftPending, Frozen
 from policy.models import PolicyState, Revision
 from policy.publishing import PublishResult, StaleRevision, load_state
 from routing_engine import PolicyError, diff_documents, rebase_policy
@@ -100,6 +102,12 @@ def edit(request: HttpRequest, editor: Editor[F]) -> HttpResponse:
             return _page(request, editor, state, form, status=400)
         except StaleRevision as exc:
             return _conflict(request, editor, form, exc.state, proposed)
+        except Frozen as exc:
+            form.add_error(None, str(exc))
+            return _page(request, editor, state, form, status=409)
+        except DraftPending as exc:
+            messages.info(request, str(exc))
+            return redirect(editor.url())
         if result.revision is None:
             messages.info(request, "Nothing changed: no new revision was published.")
             return redirect(editor.url())

@@ -14,6 +14,7 @@ from django.utils.dateparse import parse_datetime
 from accounts.decorators import role_required
 from accounts.roles import OPERATOR, VIEWER, has_role
 from gateways.lane_support import LaneCarriage, lane_carriage
+from policy.change_control import DraftPending, Frozen
 from policy.lanes import (
     LaneInUse,
     checked_new_lane,
@@ -323,9 +324,12 @@ def lane_delete(request: HttpRequest, name: str) -> HttpResponse:
                     messages.info(request, f"Lane {name} was deleted meanwhile.")
                     return redirect("dashboard:lanes")
                 form, status = PublishForm(initial={"revision": state.revision}), 409
-            except LaneInUse as exc:
+            except (LaneInUse, Frozen) as exc:
                 messages.error(request, str(exc))
                 status = 409
+            except DraftPending as exc:
+                messages.info(request, str(exc))
+                return redirect("dashboard:lanes")
             else:
                 assert result.revision is not None, "deleting a lane always changes something"
                 messages.success(request, f"Published revision {result.revision.number}.")

@@ -18,6 +18,7 @@ from demo.restart import NotRestartable, restart_demo_instance, restartable
 from gateways.models import Gateway
 from gateways.views import BADGES, status_rows
 from metrics.services import traffic_split
+from policy.change_control import DraftPending, Frozen
 from policy.documents import policy_of
 from policy.lanes import LaneInUse, gray_priority_of
 from policy.models import PolicyState, Revision
@@ -178,6 +179,12 @@ def service_detail(request: HttpRequest, name: str) -> HttpResponse:
                     for error in errors:
                         form.add_error(field if field in form.fields else None, error)
                 status = 400
+            except Frozen as exc:
+                form.add_error(None, str(exc))
+                status = 409
+            except DraftPending as exc:
+                messages.info(request, str(exc))
+                return redirect("dashboard:service", name=name)
             else:
                 if result.revision is not None:
                     messages.success(
@@ -215,8 +222,10 @@ def quarantine_lift(request: HttpRequest, name: str, version: str) -> HttpRespon
     service = get_object_or_404(Service, name=name)
     try:
         result = lift_quarantine(service.name, version, actor=request.user.username, source="ui")
-    except LookupError as exc:
+    except (LookupError, Frozen) as exc:
         messages.error(request, str(exc))
+    except DraftPending as exc:
+        messages.info(request, str(exc))
     else:
         revision = f" (revision {result.revision.number})" if result.revision else ""
         messages.success(
@@ -251,8 +260,11 @@ def rollback(request: HttpRequest, n: int) -> HttpResponse:
     target = get_object_or_404(Revision, number=n)
     try:
         result = rollback_to(target, actor=request.user.username)
-    except LaneInUse as exc:
+    except (LaneInUse, Frozen) as exc:
         messages.error(request, str(exc))
+        return redirect("dashboard:revision", n=n)
+    except DraftPending as exc:
+        messages.info(request, str(exc))
         return redirect("dashboard:revision", n=n)
     if result.revision is not None:
         messages.success(

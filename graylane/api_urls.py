@@ -18,6 +18,8 @@ router.register("registries", registry_api.RegistryViewSet, basename="registry")
 router.register("releases", releases_api.ReleaseViewSet, basename="release")
 router.register("release-bundles", releases_api.ReleaseBundleViewSet, basename="release-bundle")
 router.register("webhooks", webhook_views.WebhookViewSet, basename="webhook")
+router.register("freezes", policy_api.FreezeViewSet, basename="freeze")
+router.register("policy/drafts", policy_api.PolicyDraftViewSet, basename="policy-draft")
 
 urlpatterns = [
     path("policy/", policy_api.PolicyView.as_view(), name="policy"),

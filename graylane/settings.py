@@ -279,6 +279,8 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
     ],
+    # Several models have a `state`: each choice set gets its own name.
+    "ENUM_NAME_OVERRIDES": {"PolicyDraftStateEnum": "policy.models.DRAFT_STATES"},
 }
 
 REDIS_PREFIX = env_str("REDIS_PREFIX", "graylane")

@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from graylane.read_only_admin import ReadOnlyAdmin
-from policy.models import Freeze, PolicyState, Revision
+from policy.models import Freeze, PolicyDraft, PolicyState, Revision
 
 
 @admin.register(PolicyState)
@@ -20,3 +20,12 @@ class RevisionAdmin(ReadOnlyAdmin):
 class FreezeAdmin(admin.ModelAdmin):
     list_display = ("starts_at", "ends_at", "reason", "created_by")
     search_fields = ("reason",)
+
+
+@admin.register(PolicyDraft)
+class PolicyDraftAdmin(ReadOnlyAdmin):
+    """Decided through the API (approve, reject), which checks who may and audits it."""
+
+    list_display = ("id", "object_label", "author", "created_at", "state", "decided_by")
+    list_filter = ("state",)
+    search_fields = ("author", "object_label", "comment")

@@ -5,19 +5,27 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 
+from accounts.roles import ADMIN, has_role
+from policy import drafts
+from policy.change_control import DraftPending, Frozen, set_protected
 from policy.documents import policy_of
+from policy.freezes import AlreadyOver, create_freeze, end_freeze
 from policy.lanes import LaneInUse
-from policy.models import PolicyState, Revision
+from policy.models import Freeze, PolicyDraft, PolicyState, Revision
 from policy.publishing import StaleRevision, load_state
 from policy.serializers import (
+    DraftDecisionSerializer,
+    FreezeSerializer,
     LaneSerializer,
+    PolicyDraftDetailSerializer,
+    PolicyDraftSerializer,
     PolicySerializer,
     RevisionDetailSerializer,
     RevisionSerializer,
@@ -75,6 +83,26 @@ def policy_error_response(exc: PolicyError) -> Response:
     return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
 
 
+def held_response(exc: Frozen | DraftPending) -> Response:
+    """A change refused by a freeze window (409), or kept as a draft (202)."""
+    if isinstance(exc, DraftPending):
+        body = {"draft": exc.draft.pk, "detail": str(exc)}
+        return Response(body, status=status.HTTP_202_ACCEPTED)
+    return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+
+
+def freeze_override_of(request: Request) -> str:
+    """The body's `freeze_override` reason ("" when none); only an admin may give one."""
+    value = request.data.get("freeze_override", "") if isinstance(request.data, dict) else ""
+    if value in ("", None):
+        return ""
+    if not isinstance(value, str) or not value.strip() or len(value) > 500:
+        raise ValidationError({"freeze_override": ["A reason of at most 500 characters."]})
+    if not has_role(request.user, ADMIN):
+        raise PermissionDenied("Only an admin may override a freeze window.")
+    return value.strip()
+
+
 def stale_response(state: PolicyState) -> Response:
     body = {
         "detail": f"Revision {state.revision} was published meanwhile; reload and retry.",
@@ -83,7 +111,7 @@ def stale_response(state: PolicyState) -> Response:
     return with_etag(Response(body, status=status.HTTP_412_PRECONDITION_FAILED), state)
 
 
-NOT_POLICY_FIELDS = {"revision", "comment", "updated_at", "updated_by"}
+NOT_POLICY_FIELDS = {"revision", "comment", "updated_at", "updated_by", "freeze_override"}
 
 
 class PolicyView(APIView):
@@ -125,11 +153,14 @@ class PolicyView(APIView):
                 source="api",
                 expected_revision=expected,
                 comment=comment,
+                freeze_override=freeze_override_of(request),
             )
         except PolicyError as exc:
             return policy_error_response(exc)
         except StaleRevision as exc:
             return stale_response(exc.state)
+        except (Frozen, DraftPending) as exc:
+            return held_response(exc)
         return with_etag(Response(policy_payload(result.state)), result.state)
 
 
@@ -187,9 +218,12 @@ class RevisionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
                 actor=request.user.username,
                 expected_revision=header_if_match(request),
                 comment=form.validated_data.get("comment", ""),
+                freeze_override=freeze_override_of(request),
             )
         except StaleRevision as exc:
             return stale_response(exc.state)
+        except (Frozen, DraftPending) as exc:
+            return held_response(exc)
         except LaneInUse as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         if not result.changed:
@@ -221,25 +255,48 @@ class ServiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         service = self.get_object()
         if not isinstance(request.data, dict):
             raise ValidationError({"non_field_errors": ["Expected a JSON object."]})
+        changes = {
+            k: v for k, v in request.data.items() if k not in ("protected", "freeze_override")
+        }
+        protected = request.data.get("protected")
+        if "protected" in request.data:
+            if not has_role(request.user, ADMIN):
+                raise PermissionDenied("Only an admin may protect a service or unprotect it.")
+            if not isinstance(protected, bool):
+                raise ValidationError({"protected": ["Must be true or false."]})
         try:
-            set_service_versions(
-                service.name,
-                dict(request.data),
-                actor=request.user.username,
-                source="api",
-                expected_revision=header_if_match(request),
-            )
+            if changes:
+                set_service_versions(
+                    service.name,
+                    changes,
+                    actor=request.user.username,
+                    source="api",
+                    expected_revision=header_if_match(request),
+                    freeze_override=freeze_override_of(request),
+                )
         except PolicyError as exc:
             return policy_error_response(exc)
         except StaleRevision as exc:
             return stale_response(exc.state)
+        except (Frozen, DraftPending) as exc:
+            return held_response(exc)
+        if isinstance(protected, bool):
+            set_protected(service, protected, actor=request.user.username, source="api")
         return Response(service_rows([service], load_state().document)[0])
 
 
 # -- lanes ------------------------------------------------------------------------------------
 
 # What a GET answers beside the lane's own fields: sent back, they are not part of the lane.
-NOT_LANE_FIELDS = {"name", "builtin", "updated_at", "updated_by", "comment", "revision"}
+NOT_LANE_FIELDS = {
+    "name",
+    "builtin",
+    "updated_at",
+    "updated_by",
+    "comment",
+    "revision",
+    "freeze_override",
+}
 
 
 def _lane_body(request: Request) -> tuple[dict, str, Any]:
@@ -279,11 +336,14 @@ class LaneListView(GenericAPIView):
                 source="api",
                 expected_revision=header_if_match(request),
                 comment=comment,
+                freeze_override=freeze_override_of(request),
             )
         except PolicyError as exc:
             return policy_error_response(exc)
         except StaleRevision as exc:
             return stale_response(exc.state)
+        except (Frozen, DraftPending) as exc:
+            return held_response(exc)
         row = lane_row(result.state, str(name))
         return with_etag(Response(row, status=status.HTTP_201_CREATED), result.state)
 
@@ -320,6 +380,7 @@ class LaneDetailView(APIView):
                 source="api",
                 expected_revision=header_if_match(request),
                 comment=comment,
+                freeze_override=freeze_override_of(request),
             )
         except LookupError:
             raise NotFound(f"No lane named {name!r}.") from None
@@ -327,6 +388,8 @@ class LaneDetailView(APIView):
             return policy_error_response(exc)
         except StaleRevision as exc:
             return stale_response(exc.state)
+        except (Frozen, DraftPending) as exc:
+            return held_response(exc)
         return with_etag(Response(lane_row(result.state, name)), result.state)
 
     @extend_schema(responses={204: None, 409: None})
@@ -337,6 +400,7 @@ class LaneDetailView(APIView):
                 actor=request.user.username,
                 source="api",
                 expected_revision=header_if_match(request),
+                freeze_override=freeze_override_of(request),
             )
         except LookupError:
             raise NotFound(f"No lane named {name!r}.") from None
@@ -344,6 +408,8 @@ class LaneDetailView(APIView):
             return policy_error_response(exc)
         except StaleRevision as exc:
             return stale_response(exc.state)
+        except (Frozen, DraftPending) as exc:
+            return held_response(exc)
         except LaneInUse as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return with_etag(Response(status=status.HTTP_204_NO_CONTENT), result.state)
@@ -356,7 +422,107 @@ class QuarantineView(APIView):
     def delete(self, request: Request, name: str, version: str) -> Response:
         service = get_object_or_404(Service, name=name)
         try:
-            lift_quarantine(name, version, actor=request.user.username, source="api")
+            lift_quarantine(
+                name,
+                version,
+                actor=request.user.username,
+                source="api",
+                freeze_override=freeze_override_of(request),
+            )
         except LookupError as exc:
             raise NotFound(str(exc)) from None
+        except (Frozen, DraftPending) as exc:
+            return held_response(exc)
         return Response(service_rows([service], load_state().document)[0])
+
+
+# -- change control ---------------------------------------------------------------------------
+
+
+class FreezeViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Freeze windows: anyone reads them, admins make and end them."""
+
+    queryset = Freeze.objects.order_by("-starts_at", "-id")
+    serializer_class = FreezeSerializer
+    write_role = ADMIN
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        form = FreezeSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        freeze = create_freeze(**form.validated_data, actor=request.user.username, source="api")
+        return Response(FreezeSerializer(freeze).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={200: FreezeSerializer, 204: None, 409: None})
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """A window not begun is removed (204); one in progress ends now (200)."""
+        try:
+            ended = end_freeze(self.get_object().pk, actor=request.user.username, source="api")
+        except AlreadyOver as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        if ended is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        return Response(FreezeSerializer(ended).data)
+
+
+class PolicyDraftViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Changes of protected services waiting for another operator."""
+
+    queryset = PolicyDraft.objects.order_by("-id")
+    filterset_fields = ["state", "author"]
+
+    def get_serializer_class(self) -> type[BaseSerializer]:
+        if self.action in ("approve", "reject"):
+            return DraftDecisionSerializer
+        if self.action == "list":
+            return PolicyDraftSerializer
+        return PolicyDraftDetailSerializer
+
+    @extend_schema(
+        request=DraftDecisionSerializer,
+        responses={200: PolicyDraftDetailSerializer, 403: None, 409: None},
+    )
+    @action(detail=True, methods=["post"])
+    def approve(self, request: Request, pk: str | None = None) -> Response:
+        draft = self.get_object()
+        form = DraftDecisionSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            drafts.approve(
+                draft.pk,
+                actor=request.user.username,
+                source="api",
+                reason=form.validated_data.get("reason", ""),
+                freeze_override=freeze_override_of(request),
+            )
+        except drafts.NotAllowed as exc:
+            raise PermissionDenied(str(exc)) from None
+        except (drafts.NotPending, Frozen) as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        draft.refresh_from_db()
+        return Response(PolicyDraftDetailSerializer(draft).data)
+
+    @extend_schema(
+        request=DraftDecisionSerializer, responses={200: PolicyDraftDetailSerializer, 409: None}
+    )
+    @action(detail=True, methods=["post"])
+    def reject(self, request: Request, pk: str | None = None) -> Response:
+        draft = self.get_object()
+        form = DraftDecisionSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            drafts.reject(
+                draft.pk,
+                actor=request.user.username,
+                source="api",
+                reason=form.validated_data.get("reason", ""),
+            )
+        except drafts.NotPending as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        draft.refresh_from_db()
+        return Response(PolicyDraftDetailSerializer(draft).data)

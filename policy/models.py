@@ -81,3 +81,38 @@ class Freeze(models.Model):
 
     def covers(self, service: str) -> bool:
         return not self.services or service in self.services
+
+
+DRAFT_STATES = [("pending", "pending"), ("approved", "approved"), ("rejected", "rejected")]
+
+
+class PolicyDraft(models.Model):
+    """A change of a protected service's routing, held for another operator's review
+    (policy/drafts.py): the whole document it proposes, made on `base_revision`. Approving
+    it publishes that document only while the live one is still at `base_revision`."""
+
+    PENDING, APPROVED, REJECTED = "pending", "approved", "rejected"
+
+    author = models.CharField(max_length=150)
+    created_at = models.DateTimeField(auto_now_add=True)
+    source = models.CharField(max_length=10, choices=Revision.SOURCES)
+    action = models.CharField(max_length=50, help_text="What the change was: `lane.update`...")
+    object_label = models.CharField(max_length=200)
+    comment = models.CharField(max_length=500, blank=True)
+    base_revision = models.PositiveIntegerField()
+    content = models.TextField(editable=False, help_text="Canonical JSON of the proposal.")
+    services = models.JSONField(default=list, help_text="The protected services it touches.")
+    state = models.CharField(max_length=10, choices=DRAFT_STATES, default=PENDING)
+    decided_by = models.CharField(max_length=150, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    reason = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"draft {self.pk} by {self.author}: {self.object_label} ({self.state})"
+
+    @property
+    def document(self) -> dict:
+        return json.loads(self.content)

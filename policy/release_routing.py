@@ -205,4 +205,7 @@ def _publish(
         object_label=f"service {service}",
         audit_view=audit_view,
         comment=comment,
+        # A release is held by its own freeze check (releases/services.py), and its rollback
+        # always runs.
+        control=None,
     )

@@ -6,7 +6,9 @@ import ipaddress
 
 from rest_framework import serializers
 
-from policy.models import Revision
+from policy.drafts import diff_of
+from policy.models import Freeze, PolicyDraft, Revision
+from registry_sync.models import Service
 from routing_engine import MAX_ENTRY_LENGTH
 
 
@@ -161,6 +163,9 @@ class ServiceSerializer(serializers.Serializer):
         child=serializers.CharField(),
         help_text="Versions that get no traffic at all (a release of them rolled back).",
     )
+    protected = serializers.BooleanField(
+        help_text="A policy or lane change of it waits as a draft for another operator."
+    )
 
 
 class ServiceVersionsSerializer(serializers.Serializer):
@@ -180,6 +185,10 @@ class ServiceVersionsSerializer(serializers.Serializer):
         required=False,
         allow_null=True,
         help_text="false: the header, IP, city and user rules send none of it to gray.",
+    )
+    protected = serializers.BooleanField(required=False, help_text="Admin only.")
+    freeze_override = serializers.CharField(
+        required=False, help_text="Admin only: the reason to change it inside a freeze window."
     )
 
 
@@ -211,3 +220,66 @@ class LaneSerializer(serializers.Serializer):
     builtin = serializers.BooleanField(read_only=True)
     updated_at = serializers.DateTimeField(read_only=True, allow_null=True)
     updated_by = serializers.CharField(read_only=True)
+
+
+class FreezeSerializer(serializers.ModelSerializer):
+    """A freeze window; `services` empty: every service."""
+
+    services = serializers.ListField(child=serializers.CharField(), required=False)
+    reason = serializers.CharField(max_length=500)
+
+    class Meta:
+        model = Freeze
+        fields = ["id", "starts_at", "ends_at", "services", "reason", "created_by", "created_at"]
+        read_only_fields = ["id", "created_by", "created_at"]
+
+    def validate_services(self, value: list[str]) -> list[str]:
+        names = sorted(set(value))
+        known = set(Service.objects.filter(name__in=names).values_list("name", flat=True))
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            raise serializers.ValidationError(f"No service named: {', '.join(unknown)}.")
+        return names
+
+    def validate(self, attrs: dict) -> dict:
+        if attrs["ends_at"] <= attrs["starts_at"]:
+            raise serializers.ValidationError({"ends_at": ["Must be after starts_at."]})
+        return attrs
+
+
+class PolicyDraftSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = PolicyDraft
+        fields = [
+            "id",
+            "state",
+            "author",
+            "created_at",
+            "source",
+            "action",
+            "object_label",
+            "comment",
+            "base_revision",
+            "services",
+            "decided_by",
+            "decided_at",
+            "reason",
+        ]
+
+
+class PolicyDraftDetailSerializer(PolicyDraftSerializer):
+    config = serializers.JSONField(source="document", help_text="The document it proposes.")
+    diff = serializers.SerializerMethodField(help_text="Against the live document now.")
+
+    class Meta(PolicyDraftSerializer.Meta):
+        fields = [*PolicyDraftSerializer.Meta.fields, "config", "diff"]
+
+    def get_diff(self, draft: PolicyDraft) -> list[dict]:
+        return diff_of(draft)
+
+
+class DraftDecisionSerializer(serializers.Serializer):
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    freeze_override = serializers.CharField(
+        required=False, help_text="Admin only: approve inside a freeze window, for this reason."
+    )

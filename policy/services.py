@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q
 
+from policy.change_control import Control
 from policy.documents import (
     check_overrides_still_valid,
     document_from_policy,
@@ -45,6 +46,7 @@ def update_policy(
     source: str,
     expected_revision: int | None,
     comment: str = "",
+    freeze_override: str = "",
 ) -> PublishResult:
     """Replace (or, `partial`, merge-patch) the gray policy. Raises PolicyError with field
     messages, or StaleRevision when `expected_revision` is not the live one."""
@@ -64,6 +66,7 @@ def update_policy(
         audit_view=policy_of,
         expected_revision=expected_revision,
         comment=comment,
+        control=Control(freeze_override=freeze_override),
     )
 
 
@@ -75,6 +78,7 @@ def set_service_versions(
     source: str,
     expected_revision: int | None = None,
     comment: str = "",
+    freeze_override: str = "",
 ) -> PublishResult:
     """Apply `{"prod_version", "gray_version", "percent", "targeted"}` (null inherits the
     default) to one service's override. Raises PolicyError or StaleRevision like
@@ -92,11 +96,17 @@ def set_service_versions(
         audit_view=lambda doc: {"override": doc["services"].get(service, {})},
         expected_revision=expected_revision,
         comment=comment,
+        control=Control(freeze_override=freeze_override),
     )
 
 
 def rollback_to(
-    target: Revision, *, actor: str, expected_revision: int | None = None, comment: str = ""
+    target: Revision,
+    *,
+    actor: str,
+    expected_revision: int | None = None,
+    comment: str = "",
+    freeze_override: str = "",
 ) -> PublishResult:
     """Publish revision `target`'s content as a new revision. LaneInUse when that would
     remove a lane still in use."""
@@ -116,6 +126,7 @@ def rollback_to(
         expected_revision=expected_revision,
         comment=comment or f"Rollback to revision {target.number}.",
         rolled_back_from=target.number,
+        control=Control(freeze_override=freeze_override),
     )
 
 
@@ -140,6 +151,7 @@ def create_lane(
     source: str,
     expected_revision: int | None = None,
     comment: str = "",
+    freeze_override: str = "",
 ) -> PublishResult:
     """A new lane (not `gray`); PolicyError with field messages, StaleRevision."""
 
@@ -157,6 +169,7 @@ def create_lane(
         audit_view=_lane_audit(str(name)),
         expected_revision=expected_revision,
         comment=comment,
+        control=Control(freeze_override=freeze_override),
     )
 
 
@@ -169,6 +182,7 @@ def update_lane(
     source: str,
     expected_revision: int | None = None,
     comment: str = "",
+    freeze_override: str = "",
 ) -> PublishResult:
     """Replace (or, `partial`, merge-patch) a lane. The gray lane is the policy: its match
     and `enabled` are the policy's, its members the services' gray versions, percent and
@@ -194,6 +208,7 @@ def update_lane(
         audit_view=_lane_audit(name),
         expected_revision=expected_revision,
         comment=comment,
+        control=Control(freeze_override=freeze_override),
     )
 
 
@@ -248,6 +263,7 @@ def delete_lane(
     source: str,
     expected_revision: int | None = None,
     comment: str = "",
+    freeze_override: str = "",
 ) -> PublishResult:
     """LookupError: no such lane; PolicyError for the gray lane; LaneInUse for a lane still
     in use (an active release routes in it)."""
@@ -271,6 +287,7 @@ def delete_lane(
         audit_view=_lane_audit(name),
         expected_revision=expected_revision,
         comment=comment,
+        control=Control(freeze_override=freeze_override),
     )
 
 
@@ -298,7 +315,8 @@ def _gray_lane_row(state: PolicyState) -> dict:
 def quarantine_version(
     service: str, version: str, *, actor: str, source: str, comment: str = ""
 ) -> PublishResult:
-    """`version` of `service` gets no traffic at all until lift_quarantine."""
+    """`version` of `service` gets no traffic at all until lift_quarantine. A safety
+    measure, as a release's rollback: never frozen nor held as a draft."""
 
     def change(document: dict[str, Any]) -> dict[str, Any]:
         quarantined = quarantined_of(document)
@@ -313,11 +331,18 @@ def quarantine_version(
         object_label=f"service {service}",
         audit_view=lambda doc: {"quarantined": quarantined_of(doc).get(service, [])},
         comment=comment,
+        control=None,
     )
 
 
 def lift_quarantine(
-    service: str, version: str, *, actor: str, source: str, comment: str = ""
+    service: str,
+    version: str,
+    *,
+    actor: str,
+    source: str,
+    comment: str = "",
+    freeze_override: str = "",
 ) -> PublishResult:
     """LookupError when `version` of `service` is not quarantined."""
 
@@ -336,6 +361,7 @@ def lift_quarantine(
         object_label=f"service {service}",
         audit_view=lambda doc: {"quarantined": quarantined_of(doc).get(service, [])},
         comment=comment,
+        control=Control(freeze_override=freeze_override),
     )
 
 
@@ -376,6 +402,7 @@ def service_rows(services: list[Service], document: dict) -> list[dict]:
                     if service.name in lane["members"]
                 },
                 "quarantined": quarantined.get(service.name, []),
+                "protected": service.protected,
             }
         )
     return rows

@@ -45,8 +45,8 @@ class InstanceInline(admin.TabularInline):
 
 @admin.register(Service)
 class ServiceAdmin(admin.ModelAdmin):
-    list_display = ("name", "registry", "group", "first_seen")
-    list_filter = ("registry",)
+    list_display = ("name", "registry", "group", "protected", "first_seen")
+    list_filter = ("registry", "protected")
     search_fields = ("name",)
     inlines = [InstanceInline]
 

@@ -100,6 +100,8 @@ class Service(models.Model):
     name = models.CharField(max_length=255, unique=True)
     group = models.CharField(max_length=128, default="DEFAULT_GROUP", blank=True)
     first_seen = models.DateTimeField(auto_now_add=True)
+    # A change of its routing waits as a draft for another operator (policy/drafts.py).
+    protected = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["name"]

@@ -18,6 +18,7 @@ from metrics.samples import Figures
 from metrics.services import window_figures
 from policy import release_routing
 from policy.documents import effective_versions
+from policy.freezes import active_freeze, describe
 from policy.lanes import lanes_of, quarantined_of
 from policy.publishing import load_state
 from registry_sync.models import Service
@@ -125,6 +126,8 @@ def act(
             )
         if action == "promote" and release.is_approval_step():
             raise Conflict(f"Step {release.step + 1} waits for an approval: resume, then approve.")
+        if action in ("promote", "approve"):
+            _refuse_if_frozen(release)
         before = _audit_view(release)
         if action == "start" and at is not None:
             _schedule(release, at, actor)
@@ -161,6 +164,7 @@ def _start(release: Release, actor: str, source: str) -> None:
             f"{release.to_version} of {release.service} is quarantined (a release of it was "
             "rolled back): lift the quarantine first."
         )
+    _refuse_if_frozen(release)
     under_way = f"Another release of {release.service} in lane {release.lane} is under way."
     active = Release.objects.filter(service=release.service, state__in=states.ACTIVE)
     if active.filter(lane=release.lane).exists():
@@ -192,6 +196,13 @@ def _start(release: Release, actor: str, source: str) -> None:
         _await_approval(release, actor)
     else:
         _step_routed(release, "started", {"routing": release.step_label()}, actor)
+
+
+def _refuse_if_frozen(release: Release) -> None:
+    """No release starts or advances inside a freeze window of its service."""
+    freeze = active_freeze(release.service)
+    if freeze is not None:
+        raise Conflict(f"{release.service} is frozen by {describe(freeze)}.")
 
 
 def _pause(release: Release, actor: str, source: str) -> None:
@@ -555,7 +566,7 @@ def _judge(release: Release, settings: analysis.Settings, first: int, last: int)
     if verdict.outcome == analysis.ROLLBACK:
         _rollback(release, ANALYSIS_ACTOR, "release", {"reason": detail["reason"]})
         _back_to_prod_together(release, states.ROLLED_BACK, "rolled_back")
-    elif verdict.advances and not detail.get("waiting_for"):
+    elif verdict.advances and not detail.get("waiting_for") and not _held(together):
         # A bundle advances when all its releases are healthy at this step, in order.
         for member in together:
             _promote(
@@ -565,6 +576,22 @@ def _judge(release: Release, settings: analysis.Settings, first: int, last: int)
                 {"reason": detail["reason"]} if member is release else {"reason": "bundle"},
                 window_start=last + 1 if member is release else member.analysed_until,
             )
+
+
+def _held(together: list[Release]) -> bool:
+    """Whether a freeze window of one of their services holds releases that would advance
+    now: each says so once per window (event `frozen`), and the time held does not count
+    against its deadline. Their analysis goes on, so a failure still rolls them back."""
+    freeze = next(filter(None, (active_freeze(member.service) for member in together)), None)
+    if freeze is None:
+        return False
+    for member in together:
+        member.step_started_at = timezone.now()
+        member.save(update_fields=["step_started_at"])
+        if not member.events.filter(kind="frozen", detail__freeze=freeze.pk).exists():
+            detail = {"freeze": freeze.pk, "reason": describe(freeze)}
+            _event(member, "frozen", detail, ANALYSIS_ACTOR)
+    return True
 
 
 # Release events drawn on the service chart: the decisions, not every interval's analysis.
