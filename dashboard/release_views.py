@@ -15,6 +15,7 @@ from accounts.roles import OPERATOR, VIEWER, has_role
 from registry_sync.models import Service
 from releases import bundles, services, states
 from releases.filters import ReleaseFilter
+from releases.insufficient_data import repeated_hint
 from releases.models import Release, ReleaseBundle, ReleaseEvent, Webhook, WebhookDelivery
 from releases.serializers import BundleCreateSerializer, ReleaseCreateSerializer, ReleaseSerializer
 
@@ -109,6 +110,7 @@ def release_detail(request: HttpRequest, pk: int) -> HttpResponse:
                 for n in range(len(release.steps))
             ],
             "timeline": timeline,
+            "insufficient_hint": repeated_hint(release),
             "actions": list(states.ACTIONS),
             "allowed": states.allowed_actions(release.state),
             "release_json": ReleaseSerializer(release).data,
