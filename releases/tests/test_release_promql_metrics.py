@@ -123,3 +123,32 @@ def test_a_promql_metric_within_its_bound_lets_the_step_advance(
         ("success", "pass"),
     ]
     assert (current.state, current.step) == ("running", 1)
+
+
+def test_a_query_without_one_value_holds_the_step_and_says_why(
+    api, fleet, windows, record, settings, prometheus
+):
+    settings.PROMETHEUS_URL = prometheus.url
+    unread = [
+        # Both versions' series: not one value.
+        {**METRICS[0], "name": "both", "query": 'app_p99_seconds{service="{service}"}'},
+        # No series of this version.
+        {**METRICS[1], "name": "none", "query": 'app_success_ratio{version="{version}-x"}'},
+    ]
+    release = running(api, metrics=unread, ago=INTERVAL + LAG)
+    traffic(record, release, 0)
+    current = tick(release, 1)
+    detail = current.events.filter(kind="analysis").first().detail
+    figures = by_name(detail)
+    assert figures["both"]["verdict"] == "error"
+    assert "answers 2 series, not one: aggregate them" in figures["both"]["reason"]
+    assert figures["none"] == {
+        "name": "none",
+        "verdict": "insufficient",
+        "figure": None,
+        "bound": 0.99,
+        "reason": "none: no value for the gray version",
+    }
+    assert detail["verdict"] == "inconclusive" and "failed_metrics" not in detail
+    assert "waiting for none: no value for the gray version" in detail["reason"]
+    assert (current.state, current.step, current.failures) == ("running", 0, 0)
