@@ -5,7 +5,14 @@ Each simulated release has the steps targeted, 5 %, 25 %, 50 %, 100 % and lives 
 (50, 500, 5,000). Prod's error rate is 1 %; the gray one is 1.5 % (0.5 points worse: it
 must be rolled back) or 1 % (healthy: rolling it back is a false alarm). Both rules allow
 an increase of --margin points (max_error_rate_increase) and tolerate one failed interval
-(rollback at the second).
+(rollback at the second). Latency is part of the analysis' verdict: each request of either
+version takes a lognormal time (median 50 ms, p95 about 114 ms), each window's p95 is the
+95th percentile of its requests read into its bucket as the live windows keep it
+(metrics/latency.py), and the analysis allows gray's p95 --latency-margin ms over prod's
+(max_p95_increase_ms). Its false alarms and detection of bad error rates are with it; under
+each volume, how it catches a version as good on errors but slower ("analysis, slow": gray
+p95 twice the latency margin over prod's, every request as much slower; the p95 is judged
+from 100 requests per window, so not at 50).
 
 - analysis: the real judge() of the beat job (a sequential probability ratio and a
   one-sided z test on the figures since the start, inconclusive -> wait).
@@ -29,6 +36,7 @@ test on k intervals' data, so it cannot catch more than that. Then wall and CPU 
 analysis, and last the two targets.
 
     .venv/bin/python bench/analysis.py [--releases 1000] [--horizon 30] [--margin 0.2]
+        [--latency-margin 20]
 
 Latest figures: bench/README.md.
 """
@@ -42,14 +50,20 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from statistics import NormalDist
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.measure import percentile  # noqa: E402
+from metrics.latency import bucket_of, upper_edge  # noqa: E402
 from releases.analysis import ROLLBACK, Counts, Settings, judge  # noqa: E402
 
 STEPS = 5
 PROD_RATE = 0.01
+# Request latency: lognormal, median LATENCY_MEDIAN_MS, log-spread LATENCY_SIGMA.
+LATENCY_MEDIAN_MS = 50.0
+LATENCY_SIGMA = 0.5
+NORMAL = NormalDist()
 
 
 def binomial(rng: random.Random, n: int, p: float) -> int:
@@ -63,6 +77,18 @@ def binomial(rng: random.Random, n: int, p: float) -> int:
         if position > n:
             return count
         count += 1
+
+
+def window_p95(rng: random.Random, n: int, slower: float) -> float | None:
+    """The p95 of n requests' latencies (each `slower` times the usual), as the live windows
+    read it (its bucket's top). The nearest-rank 95th of n draws is the k-th smallest, whose
+    quantile in the distribution is Beta(k, n + 1 - k): one draw instead of n."""
+    if n <= 0:
+        return None
+    k = math.ceil(0.95 * n)
+    quantile = rng.betavariate(k, n + 1 - k)
+    ms = slower * LATENCY_MEDIAN_MS * math.exp(LATENCY_SIGMA * NORMAL.inv_cdf(quantile))
+    return upper_edge(bucket_of(ms))
 
 
 def analysis_rule(settings: Settings):
@@ -172,14 +198,23 @@ def shown(interval: int | None) -> str:
     return "never" if interval is None else str(interval)
 
 
-def traffic(rng, requests, gray_rate, horizon):
-    return [
-        (
-            Counts(requests, binomial(rng, requests, gray_rate)),
-            Counts(requests, binomial(rng, requests, PROD_RATE)),
-        )
-        for _ in range(horizon)
-    ]
+def traffic(rng, latency_rng, requests, gray_rate, horizon, gray_slower=1.0):
+    """`horizon` intervals of both versions; the latencies drawn from their own generator,
+    so the errors are those drawn without them."""
+    intervals = []
+    for _ in range(horizon):
+        gray = Counts(requests, binomial(rng, requests, gray_rate))
+        prod = Counts(requests, binomial(rng, requests, PROD_RATE))
+        gray.p95_ms = window_p95(latency_rng, requests, gray_slower)
+        prod.p95_ms = window_p95(latency_rng, requests, 1.0)
+        intervals.append((gray, prod))
+    return intervals
+
+
+def slower_by(increase_ms: float) -> float:
+    """How much slower every request must be for the p95 to grow by `increase_ms`."""
+    p95 = LATENCY_MEDIAN_MS * math.exp(LATENCY_SIGMA * NORMAL.inv_cdf(0.95))
+    return (p95 + increase_ms) / p95
 
 
 def spread(values) -> str:
@@ -193,11 +228,13 @@ def main() -> None:
     parser.add_argument("--releases", type=int, default=1000)
     parser.add_argument("--horizon", type=int, default=30)
     parser.add_argument("--margin", type=float, default=0.2)
+    parser.add_argument("--latency-margin", type=float, default=20.0)
     parser.add_argument("--seed", type=int, default=14)
     args = parser.parse_args()
     print(
         f"{args.releases} releases per row, {STEPS} steps, deadline {args.horizon} intervals; "
-        f"prod 1 % errors, bad gray 1.5 %; margin {args.margin} points, 1 failure tolerated"
+        f"prod 1 % errors, bad gray 1.5 %; margin {args.margin} points, 1 failure tolerated; "
+        f"the analysis also allows gray p95 {args.latency_margin:g} ms over prod's"
     )
     print("intervals: p50 / p90 over the releases concerned")
     header = (
@@ -216,12 +253,29 @@ def main() -> None:
             min_requests=min(50, requests),
             max_error_rate_increase=args.margin,
             failures_tolerated=1,
+            max_p95_increase_ms=args.latency_margin,
         )
         rng = random.Random(args.seed + requests)
+        latency_rng = random.Random(-args.seed - requests)
         bad = [
-            traffic(rng, requests, PROD_RATE + 0.005, args.horizon) for _ in range(args.releases)
+            traffic(rng, latency_rng, requests, PROD_RATE + 0.005, args.horizon)
+            for _ in range(args.releases)
         ]
-        good = [traffic(rng, requests, PROD_RATE, args.horizon) for _ in range(args.releases)]
+        good = [
+            traffic(rng, latency_rng, requests, PROD_RATE, args.horizon)
+            for _ in range(args.releases)
+        ]
+        slow = [
+            traffic(
+                rng,
+                latency_rng,
+                requests,
+                PROD_RATE,
+                args.horizon,
+                slower_by(2 * args.latency_margin),
+            )
+            for _ in range(args.releases)
+        ]
         tuned, tuned_margin = calibrated_threshold_rule(settings, good, budget)
         rules = (
             ("analysis", analysis_rule(settings)),
@@ -248,18 +302,31 @@ def main() -> None:
                 yardstick[requests] = half_by(bad_runs)
             elif name == "analysis":
                 ours[requests] = (alarms / share, half_by(bad_runs))
+        slow_runs = [analysis_rule(settings)(series) for series in slow]
+        slow_caught = [n for outcome, n in slow_runs if outcome == "rolled_back"]
+        slow_promoted = sum(outcome == "promoted" for outcome, _ in slow_runs)
+        print(
+            f"{'analysis, slow':<18} {requests:>7} | {len(slow_caught) / args.releases:>16.1%} "
+            f"{spread(slow_caught):>9} {shown(half_by(slow_runs)):>7} "
+            f"{slow_promoted / args.releases:>8.1%}  (gray p95 +{2 * args.latency_margin:g} ms, "
+            "errors as prod's)"
+        )
         floor = detection_floor(requests, args.horizon, budget)
         print(
             f"{'floor at <= 1 %':<18} {requests:>7} | {'':>16} {'':>9} {shown(floor):>7}  "
             "(no rule with <= 1 % false alarms catches half the bad versions sooner)"
         )
-    window = (Counts(5000, 60), Counts(5000, 50))
+    window = (Counts(5000, 60, 128.0), Counts(5000, 50, 107.635))
     since = (Counts(50_000, 600), Counts(50_000, 500))
     rounds = 20_000
     wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(rounds):
         judge(
-            Settings(min_requests=50, max_error_rate_increase=args.margin),
+            Settings(
+                min_requests=50,
+                max_error_rate_increase=args.margin,
+                max_p95_increase_ms=args.latency_margin,
+            ),
             window_gray=window[0],
             window_prod=window[1],
             since_start_gray=since[0],

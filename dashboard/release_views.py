@@ -16,6 +16,7 @@ from registry_sync.models import Service
 from releases import bundles, outcomes, schedules, services, states
 from releases.chart import release_chart
 from releases.filters import ReleaseFilter
+from releases.insufficient_data import repeated_hint
 from releases.models import Release, ReleaseBundle, ReleaseEvent, Webhook, WebhookDelivery
 from releases.serializers import BundleCreateSerializer, ReleaseCreateSerializer, ReleaseSerializer
 
@@ -112,6 +113,7 @@ def release_detail(request: HttpRequest, pk: int) -> HttpResponse:
                 for n in range(len(release.steps))
             ],
             "timeline": timeline,
+            "insufficient_hint": repeated_hint(release),
             "actions": list(states.ACTIONS),
             "allowed": states.allowed_actions(release.state),
             "release_json": ReleaseSerializer(release).data,

@@ -123,9 +123,13 @@ def load_templates(path: str) -> Templates:
     )
 
 
+def quoted(value: str) -> str:
+    """`value` escaped for a double-quoted PromQL string."""
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def render(template: str, service: str, step: int) -> str:
-    escaped = service.replace("\\", "\\\\").replace('"', '\\"')
-    values = {"service": escaped, "step": f"{step}s"}
+    values = {"service": quoted(service), "step": f"{step}s"}
     return PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
 
 
@@ -172,6 +176,29 @@ class PrometheusSource:
             version: {ts: float(v) for ts, v in points.items() if math.isfinite(float(v))}
             for version, points in answer.items()
         }
+
+    def value(self, name: str, query: str, at: int) -> float | None:
+        """The single value `query` answers at `at` (a scalar, or a vector of one series);
+        None when it answers no series, or not a number. `name` names it in errors."""
+        data = self._call("query", name, query=query, time=at)
+        if data.get("resultType") == "scalar":
+            found = data["result"][1]
+        elif data.get("resultType") == "vector":
+            series = data["result"]
+            if len(series) > 1:
+                raise PrometheusBadAnswer(
+                    f"The {name} query answers {len(series)} series, not one: aggregate them, "
+                    "e.g. max(...)."
+                )
+            if not series:
+                return None
+            found = series[0]["value"][1]
+        else:
+            raise PrometheusBadAnswer(
+                f"The {name} query answers a {data.get('resultType')}, not one value."
+            )
+        number = float(found)
+        return number if math.isfinite(number) else None
 
     def _call(self, endpoint: str, name: str, **params: str | float) -> dict[str, Any]:
         url = f"{self.url}/api/v1/{endpoint}"

@@ -21,8 +21,13 @@ interval's own window, and everything since the release started (the windows add
   Either: `failed`. `healthy` (the step advances) only when the opposite of the z test
   shows, at ADVANCE_CONFIDENCE, that gray is within the margin; in between:
   `inconclusive` (stay, gather more). A gray p95 above max_p95_ms in the window also
-  fails the interval.
+  fails the interval, and so do the checks of releases/metric_checks.py that fail: gray's
+  p95 above prod's by more than max_p95_increase_ms, and custom metrics past their bound
+  (a custom metric without a value holds the step).
 - Failures beyond `failures_tolerated`: `rollback`.
+- Each check is listed in the detail's `metrics` (name, figure, bound, verdict); an
+  `insufficient_data` detail has a `hint`: from the rates seen, what interval or
+  min_requests would give a verdict.
 
 Why tests on the figures since the start: a per-interval test on 500 requests cannot
 tell a 0.5 point increase from noise; the sum of the windows can. Looking again each
@@ -36,8 +41,12 @@ towards staying, one worse by more towards rollback (bench/analysis.py measures 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from releases import metric_checks
+from releases.metric_checks import Check
 
 # The most often the sequential test fails an interval of a healthy version (gray as good
 # as prod) over the whole release: it fails one at a likelihood ratio of 1/ALPHA.
@@ -54,6 +63,8 @@ INCONCLUSIVE = "inconclusive"
 FAILED = "failed"
 ROLLBACK = "rollback"
 INSUFFICIENT_DATA = "insufficient_data"
+# The longest interval a release may take (its analysis settings' bound).
+MAX_INTERVAL_S = 300
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,9 @@ class Settings:
     failures_tolerated: int = 1
     max_p95_ms: float | None = None
     deadline_s: int = 3600
+    max_p95_increase_ms: float | None = None
+    # Custom metrics: [{"name", "query", "bound", "fail_when"}], evaluated by the caller.
+    metrics: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def of(cls, analysis: dict[str, Any]) -> Settings:
@@ -153,9 +167,10 @@ def judge(
     since_start_gray: Counts,
     since_start_prod: Counts,
     failures: int,
+    metrics: Sequence[Check] = (),
 ) -> Verdict:
     """The verdict on one interval. `since_start_*` include this window; `failures` are
-    the failed intervals before it."""
+    the failed intervals before it; `metrics` the custom metrics' checks of the window."""
     margin = settings.max_error_rate_increase / 100
     detail: dict[str, Any] = {
         "window": {"gray": window_gray.as_detail(), "prod": window_prod.as_detail()},
@@ -164,16 +179,22 @@ def judge(
         "max_error_rate_increase": settings.max_error_rate_increase,
         "failures_tolerated": settings.failures_tolerated,
     }
+    checks = _window_checks(settings, window_gray, window_prod) + list(metrics)
+    short = None
     if window_gray.total < settings.min_requests:
-        detail["reason"] = (
+        short = (
             f"{window_gray.total} gray requests in the window, fewer than {settings.min_requests}"
         )
-        return Verdict(INSUFFICIENT_DATA, failures, detail)
-    if since_start_prod.total < settings.min_requests:
-        detail["reason"] = (
+    elif since_start_prod.total < settings.min_requests:
+        short = (
             f"{since_start_prod.total} prod requests to compare with, "
             f"fewer than {settings.min_requests}"
         )
+    if short:
+        errors = Check(metric_checks.ERRORS, metric_checks.INSUFFICIENT, None, None, short)
+        detail["metrics"] = [c.as_detail() for c in [errors, *checks]]
+        detail["reason"] = short
+        detail["hint"] = insufficient_hint(settings, window_gray, window_prod, since_start_prod)
         return Verdict(INSUFFICIENT_DATA, failures, detail)
     test = compare(since_start_gray, since_start_prod, margin)
     detail["test"] = {
@@ -188,27 +209,91 @@ def judge(
         "p_not_worse": round(test.p_not_worse, 6),
         "advance_confidence": ADVANCE_CONFIDENCE,
     }
-    reasons = []
-    if test.fails:
-        reasons.append(
-            f"error rate higher than prod by more than {settings.max_error_rate_increase} "
-            f"points (likelihood ratio {test.likelihood_ratio:.3g}, p={test.p_value:.4g})"
-        )
-    if (
-        settings.max_p95_ms is not None
-        and window_gray.p95_ms is not None
-        and window_gray.p95_ms > settings.max_p95_ms
-    ):
-        reasons.append(f"gray p95 {window_gray.p95_ms} ms above {settings.max_p95_ms} ms")
-    if reasons:
+    errors = _error_check(test, settings.max_error_rate_increase)
+    checks.insert(0, errors)
+    detail["metrics"] = [c.as_detail() for c in checks]
+    failed = [c for c in checks if c.verdict == metric_checks.FAIL]
+    if failed:
         failures += 1
-        detail["reason"] = "; ".join(reasons)
+        detail["failed_metrics"] = [c.name for c in failed]
+        detail["reason"] = "; ".join(c.reason for c in failed)
         outcome = ROLLBACK if failures > settings.failures_tolerated else FAILED
         return Verdict(outcome, failures, detail)
-    if test.p_not_worse > 1 - ADVANCE_CONFIDENCE:
-        detail["reason"] = (
-            f"not yet shown within {settings.max_error_rate_increase} points of prod: waiting"
-        )
+    # A custom metric that cannot be read keeps the step where it is: never a silent pass.
+    unread = [c for c in metrics if c.verdict in (metric_checks.INSUFFICIENT, metric_checks.ERROR)]
+    if errors.verdict == metric_checks.INCONCLUSIVE or unread:
+        detail["reason"] = "; ".join([errors.reason] + [f"waiting for {c.reason}" for c in unread])
         return Verdict(INCONCLUSIVE, failures, detail)
-    detail["reason"] = f"error rate within {settings.max_error_rate_increase} points of prod"
+    detail["reason"] = errors.reason
     return Verdict(HEALTHY, failures, detail)
+
+
+def _error_check(test: Test, points: float) -> Check:
+    """The error-rate test as a check: its figure the adjusted increase, in points."""
+    if test.fails:
+        verdict = metric_checks.FAIL
+        reason = (
+            f"error rate higher than prod by more than {points} points "
+            f"(likelihood ratio {test.likelihood_ratio:.3g}, p={test.p_value:.4g})"
+        )
+    elif test.p_not_worse > 1 - ADVANCE_CONFIDENCE:
+        verdict = metric_checks.INCONCLUSIVE
+        reason = f"not yet shown within {points} points of prod: waiting"
+    else:
+        verdict = metric_checks.PASS
+        reason = f"error rate within {points} points of prod"
+    return Check(metric_checks.ERRORS, verdict, round(100 * test.difference, 4), points, reason)
+
+
+def _window_checks(settings: Settings, gray: Counts, prod: Counts) -> list[Check]:
+    """The latency checks the settings ask for, on the window's figures."""
+    checks = []
+    if settings.max_p95_ms is not None:
+        checks.append(metric_checks.p95_ceiling(settings.max_p95_ms, gray.p95_ms))
+    if settings.max_p95_increase_ms is not None:
+        checks.append(
+            metric_checks.latency(
+                settings.max_p95_increase_ms,
+                settings.min_requests,
+                gray_requests=gray.total,
+                gray_p95_ms=gray.p95_ms,
+                prod_requests=prod.total,
+                prod_p95_ms=prod.p95_ms,
+            )
+        )
+    return checks
+
+
+def insufficient_hint(
+    settings: Settings, window_gray: Counts, window_prod: Counts, since_start_prod: Counts
+) -> str:
+    """What would give a verdict at the traffic of this window: a longer interval, a lower
+    min_requests, or (prod short) how many more intervals."""
+    interval = settings.interval_s
+    if window_gray.total < settings.min_requests:
+        if window_gray.total == 0:
+            return (
+                "no gray requests in the window: no interval decides until gray gets traffic "
+                "(targeted users, or a step with a percentage)"
+            )
+        rate = window_gray.total / interval
+        needed = math.ceil(settings.min_requests / rate)
+        lower = f"min_requests {window_gray.total}"
+        if needed > MAX_INTERVAL_S:
+            return (
+                f"at {rate:.3g} req/s on gray, {lower} would decide (an interval would need "
+                f"{needed} s, above the {MAX_INTERVAL_S} s allowed)"
+            )
+        return f"at {rate:.3g} req/s on gray, an interval of {needed} s or {lower} would decide"
+    missing = settings.min_requests - since_start_prod.total
+    if window_prod.total == 0:
+        return (
+            f"no prod requests in the window: {missing} more are needed to compare with, "
+            f"or min_requests {max(since_start_prod.total, 1)}"
+        )
+    rate = window_prod.total / interval
+    more = math.ceil(missing / window_prod.total)
+    return (
+        f"at {rate:.3g} req/s on prod, {more} more interval{'s' if more > 1 else ''} "
+        f"would decide, or min_requests {max(since_start_prod.total, 1)}"
+    )

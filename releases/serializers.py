@@ -1,17 +1,21 @@
+import math
 from itertools import pairwise
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.utils.serializer_helpers import ReturnDict
 
-from releases import states
+from releases import analysis, promql_checks, states
+from releases.metric_checks import ABOVE, BELOW, BUILT_IN
 from releases.models import Release, ReleaseBundle, ReleaseEvent
 from routing_engine.lanes import GRAY_LANE
 from routing_engine.policy import canonical_percent, percent_problem
 
 MAX_STEPS = 20
+MAX_METRICS = 10
 
 
 @extend_schema_field({"type": "number", "minimum": 0.01, "maximum": 100, "multipleOf": 0.01})
@@ -61,8 +65,48 @@ class StepSerializer(serializers.Serializer):
         )
 
 
+@extend_schema_field({"type": "number"})
+class NumberField(serializers.Field):
+    """A JSON number, not a string that reads as one."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float) or not math.isfinite(data):
+            raise serializers.ValidationError("A number is required.")
+        return float(data)
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class MetricSerializer(serializers.Serializer):
+    """A custom metric: a PromQL template evaluated for the gray version, failing an
+    interval when its value is past `bound` on the `fail_when` side."""
+
+    name = serializers.CharField(max_length=63)
+    query = serializers.CharField(max_length=2000)
+    bound = NumberField()
+    fail_when = serializers.ChoiceField(choices=[ABOVE, BELOW])
+
+    def validate_name(self, name: str) -> str:
+        if name in BUILT_IN:
+            raise serializers.ValidationError(f"{name!r} is the analysis' own; pick another.")
+        return name
+
+    def validate_query(self, query: str) -> str:
+        wrong = promql_checks.unknown_placeholders(query)
+        if wrong:
+            raise serializers.ValidationError(
+                f"Unknown placeholder {', '.join('{' + w + '}' for w in wrong)} (known: "
+                + ", ".join("{" + p + "}" for p in promql_checks.PLACEHOLDERS)
+                + ")."
+            )
+        return query
+
+
 class AnalysisSerializer(serializers.Serializer):
-    interval_s = serializers.IntegerField(min_value=5, max_value=300, default=60)
+    interval_s = serializers.IntegerField(
+        min_value=5, max_value=analysis.MAX_INTERVAL_S, default=60
+    )
     min_requests = serializers.IntegerField(min_value=1, default=100)
     # Above 0: the sequential test weighs "worse by twice this" against "equal".
     max_error_rate_increase = serializers.FloatField(
@@ -71,6 +115,23 @@ class AnalysisSerializer(serializers.Serializer):
     failures_tolerated = serializers.IntegerField(min_value=0, max_value=100, default=1)
     max_p95_ms = serializers.FloatField(min_value=0, allow_null=True, default=None)
     deadline_s = serializers.IntegerField(min_value=5, default=3600)
+    max_p95_increase_ms = serializers.FloatField(
+        min_value=0, allow_null=True, default=None, help_text="Gray p95 over prod's, ms."
+    )
+    metrics = MetricSerializer(many=True, default=list)
+
+    def validate_metrics(self, metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if len(metrics) > MAX_METRICS:
+            raise serializers.ValidationError(f"At most {MAX_METRICS} metrics.")
+        names = [metric["name"] for metric in metrics]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise serializers.ValidationError(f"Names must differ: {', '.join(twice)} repeated.")
+        if metrics and not settings.PROMETHEUS_URL:
+            raise serializers.ValidationError(
+                "Custom metrics are read through Prometheus: PROMETHEUS_URL is not set."
+            )
+        return [dict(metric) for metric in metrics]
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs["deadline_s"] < attrs["interval_s"]:

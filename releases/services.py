@@ -22,7 +22,7 @@ from policy.freezes import active_freeze, describe
 from policy.lanes import lanes_of, quarantined_of
 from policy.publishing import load_state
 from registry_sync.models import Service
-from releases import analysis, approvals, convergence, states
+from releases import analysis, approvals, convergence, promql_checks, states
 from releases.models import Release, ReleaseBundle, ReleaseEvent
 from releases.serializers import ReleaseEventSerializer, ReleaseSerializer
 from routing_engine.lanes import GRAY_LANE
@@ -528,6 +528,7 @@ def _judge(release: Release, settings: analysis.Settings, first: int, last: int)
         since_start_gray=since_gray,
         since_start_prod=since_prod,
         failures=release.failures,
+        metrics=promql_checks.evaluate(release, settings.metrics, settings.interval_s, last + 1),
     )
     release.analysed_until = last + 1
     release.figures = {

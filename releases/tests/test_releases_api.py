@@ -39,6 +39,8 @@ def test_create_answers_the_release_with_defaults(api, fleet):
         "failures_tolerated": 1,
         "max_p95_ms": None,
         "deadline_s": 3600,
+        "max_p95_increase_ms": None,
+        "metrics": [],
     }
     assert body["allowed_actions"] == ["start", "abort"]
     assert AuditEntry.objects.filter(action="release.create").count() == 1

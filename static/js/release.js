@@ -52,8 +52,17 @@
     cell(row, String(event.step + 1));
     cell(row, figures(detail.window && detail.window.gray));
     cell(row, figures(detail.window && detail.window.prod));
-    cell(row, detail.test ? "+" + detail.test.increase_points + " pts, ratio " +
+    var test = cell(row, detail.test ? "+" + detail.test.increase_points + " pts, ratio " +
       detail.test.likelihood_ratio + ", p=" + detail.test.p_value : "");
+    (detail.metrics || []).forEach(function (metric) {
+      var line = document.createElement("div");
+      line.className = "small";
+      line.dataset.metric = metric.name;
+      line.dataset.verdict = metric.verdict;
+      line.textContent = metric.name + ": " + (metric.figure == null ? "—" : metric.figure) +
+        (metric.bound == null ? "" : " (bound " + metric.bound + ")") + ", " + metric.verdict;
+      test.appendChild(line);
+    });
     var why = cell(row, detail.reason || detail.routing || "", "small");
     var converged = convergence(detail);
     if (converged) {

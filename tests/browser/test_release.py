@@ -54,6 +54,8 @@ def test_start_a_release_watch_it_advance_and_roll_it_back(
         assert rows.count() >= 2
         assert "healthy" in rows.first.text_content()
         assert "req" in rows.first.text_content()
+        # Each interval's checks, added live: the error-rate test's figure and verdict.
+        assert rows.first.locator('[data-metric="errors"][data-verdict="pass"]').count() == 1
         assert page.locator('#release-timeline tr[data-kind="advanced"]').count() >= 2
         assert page.evaluate("window.notReloaded") is True
         assert page.locator('#release-actions form[data-action="start"]').is_hidden()
