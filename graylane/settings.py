@@ -133,6 +133,7 @@ INSTALLED_APPS = [
     "gateways",
     "metrics",
     "releases",
+    "traffic",
     "graylane.apps.GraylaneConfig",
 ]
 
