@@ -1,3 +1,4 @@
+import time
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -5,11 +6,13 @@ from rest_framework import serializers
 from rest_framework.utils.serializer_helpers import ReturnDict
 
 from releases import states
+from releases.bundle_order import order_warnings
 from releases.models import Release, ReleaseBundle, ReleaseEvent
 from routing_engine.lanes import GRAY_LANE
 from routing_engine.policy import canonical_percent, percent_problem
 
 MAX_STEPS = 20
+MAX_DEPENDS_ON = 50
 
 
 @extend_schema_field({"type": "number", "minimum": 0.01, "maximum": 100, "multipleOf": 0.01})
@@ -141,6 +144,7 @@ class ReleaseSerializer(serializers.ModelSerializer):
             "updated_at",
             "allowed_actions",
             "bundle",
+            "depends_on",
         ]
         read_only_fields = fields
 
@@ -161,10 +165,18 @@ class BundleMemberSerializer(serializers.Serializer):
     from_version = serializers.CharField(
         max_length=64, required=False, allow_null=True, default=None
     )
+    depends_on = serializers.ListField(
+        child=serializers.CharField(max_length=255),
+        required=False,
+        default=list,
+        max_length=MAX_DEPENDS_ON,
+        help_text="The services of this bundle it calls: released before it.",
+    )
 
 
 class BundleCreateSerializer(serializers.Serializer):
-    """`releases` in dependency order: a service before those that call it."""
+    """`releases` in dependency order (a service before those that call it): the one their
+    `depends_on` give, else the listed one."""
 
     name = serializers.CharField(max_length=100)
     releases = BundleMemberSerializer(many=True)
@@ -188,11 +200,17 @@ class BundleCreateSerializer(serializers.Serializer):
 class BundleSerializer(serializers.ModelSerializer):
     state = serializers.SerializerMethodField()
     releases = serializers.SerializerMethodField()
+    order_warnings = serializers.SerializerMethodField(
+        help_text="Observed calls between its services that go against its order."
+    )
 
     class Meta:
         model = ReleaseBundle
-        fields = ["id", "name", "state", "created_by", "created_at", "releases"]
+        fields = ["id", "name", "state", "created_by", "created_at", "releases", "order_warnings"]
         read_only_fields = fields
+
+    def get_order_warnings(self, bundle: ReleaseBundle) -> list[str]:
+        return order_warnings(bundle.members(), time.time())
 
     def get_state(self, bundle: ReleaseBundle) -> str:
         return bundle.state()
