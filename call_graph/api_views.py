@@ -2,12 +2,11 @@ from typing import Any
 
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import generics, permissions, status
+from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from accounts.roles import VIEWER, has_role, may_use_registry
+from accounts.permissions import ServiceWritesPermission
 from call_graph import services
 from call_graph.models import CallEdge
 from call_graph.serializers import (
@@ -17,20 +16,10 @@ from call_graph.serializers import (
 )
 
 
-class ServiceReportsViewerReads(permissions.BasePermission):
-    """POST: the fleet's own credentials (a `service` user, or admin), as for the lifecycle
-    events; GET: viewer."""
-
-    def has_permission(self, request: Request, view: APIView) -> bool:
-        if request.method in permissions.SAFE_METHODS:
-            return has_role(request.user, VIEWER)
-        return may_use_registry(request.user)
-
-
 class CallEdgesView(generics.ListAPIView):
     """Calls between services, per minute and edge, as the service SDK reports them."""
 
-    permission_classes = [ServiceReportsViewerReads]
+    permission_classes = [ServiceWritesPermission]
     serializer_class = CallEdgeSerializer
     queryset = CallEdge.objects.none()
 

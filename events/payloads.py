@@ -74,6 +74,7 @@ class ReleaseFields(TypedDict):
     updated_at: str
     allowed_actions: list[str]
     bundle: int | None
+    depends_on: list[str]
 
 
 class ReleaseEventFields(TypedDict):

@@ -6,7 +6,9 @@ endpoint is in this matrix without anyone adding it. The least role an operation
 read from its view as RolePermission reads it (accounts/permissions.py): `read_role` for
 safe methods (default viewer), `write_role` for the others (default operator). The
 gateway endpoints (gateways/protocol/) take gateway tokens only; what the fleet reports
-(MayReportLifecycle) takes a `service` user, an admin or a gateway token. A new role is one
+(MayReportLifecycle) takes a `service` user, an admin or a gateway token; what instances
+report and people read (ServiceWritesPermission), a `service` user or an admin to write and
+a viewer to read. A new role is one
 more entry in ROLES; a new kind of path parameter, one more entry in PATH_OBJECTS.
 """
 
@@ -20,7 +22,7 @@ from django.test import Client
 from django.urls import resolve
 from rest_framework.test import APIClient
 
-from accounts.permissions import RolePermission
+from accounts.permissions import RolePermission, ServiceWritesPermission
 from accounts.roles import ADMIN, OPERATOR, SERVICE, VIEWER
 from gateways.models import Gateway
 from gateways.protocol.views import GatewayEndpoint
@@ -91,14 +93,16 @@ def concrete(template: str, objects: dict) -> str:
 
 
 def least_role(method: str, path: str) -> str:
-    """The least role the operation's view asks for, "gateway" for the gateway endpoints, or
-    "fleet" for what instances and gateways report."""
+    """The least role the operation's view asks for, "gateway" for the gateway endpoints,
+    "fleet" for what instances and gateways report, `service` for what instances report."""
     view = resolve(path).func.cls  # type: ignore[attr-defined]
     if issubclass(view, GatewayEndpoint):
         return "gateway"
     permissions = view.permission_classes
     if MayReportLifecycle in permissions:
         return "fleet"
+    if ServiceWritesPermission in permissions:
+        return VIEWER if method in SAFE_METHODS else SERVICE
     assert RolePermission in permissions, (
         f"{method.upper()} {path}: {view.__name__} does not use RolePermission; "
         "teach this test its convention"
@@ -115,6 +119,8 @@ def expected(role: Role, least: str) -> str:
         return "allowed" if role.gateway else "403"
     if least == "fleet":
         return "allowed" if role.gateway or role.group in (SERVICE, ADMIN) else "403"
+    if least == SERVICE:
+        return "allowed" if role.group in (SERVICE, ADMIN) else "403"
     return "allowed" if role.rank >= RANKS[least] else "403"
 
 

@@ -130,3 +130,33 @@ def test_an_observed_call_nobody_declared_is_warned_of_when_the_bundle_declares_
     assert shown["order_warnings"] == [
         "user-app calls order-app, which user-app's depends_on does not name."
     ]
+
+
+def test_the_bundle_form_declares_depends_on_with_calls(client, make_user, three):
+    make_user("otto", "operator")
+    client.login(username="otto", password="pw-for-tests")
+    form = {
+        "bundle-name": "checkout",
+        "bundle-releases": "user-app V2 calls order-app, cart-app\ncart-app V2\norder-app V2",
+        "bundle-steps": "targeted, 100",
+        "bundle-interval_s": "5",
+        "bundle-min_requests": "50",
+        "bundle-max_error_rate_increase": "1.0",
+        "bundle-failures_tolerated": "1",
+        "bundle-deadline_s": "600",
+    }
+    assert client.post("/releases/bundles/", form).status_code == 302
+    ordered = Release.objects.order_by("position").values_list("service", "depends_on")
+    assert list(ordered) == [
+        ("cart-app", []),
+        ("order-app", []),
+        ("user-app", ["cart-app", "order-app"]),
+    ]
+    page = client.get(f"/releases/bundles/{ReleaseBundle.objects.get().pk}/").content.decode()
+    assert "<td>cart-app, order-app</td>" in page
+    cycle = {**form, "bundle-releases": "user-app V2 calls order-app\norder-app V2 calls user-app"}
+    refused = client.post("/releases/bundles/", cycle)
+    assert refused.status_code == 400
+    assert "depends_on goes round in a cycle: order-app → user-app → order-app." in (
+        refused.content.decode()
+    )
