@@ -51,6 +51,8 @@ def test_samples_add_up_per_edge_and_minute_and_a_viewer_lists_them(api):
         "/api/v1/call-edges/", {"since": as_time, "service": "web-app"}
     )
     assert [r["caller"] for r in by_service.json()["results"]] == ["web-app"]
+    refused = api("viewer", "v4").get("/api/v1/call-edges/", {"since": "yesterday"})
+    assert refused.status_code == 400 and "since" in refused.json()
 
 
 @pytest.mark.parametrize(
