@@ -8,7 +8,7 @@ if TYPE_CHECKING:  # DRF loads this class while rest_framework.views is still im
     from rest_framework.request import Request
     from rest_framework.views import APIView
 
-from accounts.roles import ADMIN, OPERATOR, VIEWER, has_role
+from accounts.roles import ADMIN, OPERATOR, VIEWER, has_role, may_use_registry
 
 
 class RolePermission(permissions.BasePermission):
@@ -27,4 +27,14 @@ class RolePermission(permissions.BasePermission):
         return has_role(user, required)
 
 
-__all__ = ["RolePermission", "VIEWER", "OPERATOR", "ADMIN"]
+class ServiceWritesPermission(permissions.BasePermission):
+    """Reads need `viewer`; writes the fleet's own credentials, a `service` user (or admin),
+    as the embedded registry takes them: what instances report about themselves."""
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        if request.method in permissions.SAFE_METHODS:
+            return has_role(request.user, VIEWER)
+        return may_use_registry(request.user)
+
+
+__all__ = ["RolePermission", "ServiceWritesPermission", "VIEWER", "OPERATOR", "ADMIN"]

@@ -459,8 +459,9 @@ class ReleaseForm(_RolloutForm):
 
 
 class BundleForm(_RolloutForm):
-    """A new bundle: its releases one per line, in dependency order, each with the steps
-    and settings below. The fields of the bundle API's create, nothing more."""
+    """A new bundle: its releases one per line, each with the steps and settings below,
+    and after `calls` the services of the bundle it calls (its `depends_on`). The fields of
+    the bundle API's create, nothing more."""
 
     field_order = ["name", "releases"]
     prefix = "bundle"
@@ -468,9 +469,10 @@ class BundleForm(_RolloutForm):
     name = forms.CharField(label="Bundle name")
     releases = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": "order-app V2\nuser-app V2"}),
-        label="Releases, in dependency order",
+        label="Releases",
         help_text="One per line: service, new version, optionally the from version (empty: "
-        "prod); a service before those that call it",
+        "prod), optionally `calls` and the services of the bundle it calls (released before "
+        "it); without any `calls`, released in the listed order",
     )
 
     def clean_releases(self) -> list[dict]:
@@ -479,15 +481,19 @@ class BundleForm(_RolloutForm):
             words = line.replace(",", " ").split()
             if not words:
                 continue
+            calls = words.index("calls") if "calls" in words else len(words)
+            words, depends_on = words[:calls], words[calls + 1 :]
             if len(words) not in (2, 3):
                 raise forms.ValidationError(
-                    f"Line {n}: {line.strip()!r} is not 'service new-version [from-version]'."
+                    f"Line {n}: {line.strip()!r} is not 'service new-version [from-version] "
+                    "[calls service ...]'."
                 )
             members.append(
                 {
                     "service": words[0],
                     "to_version": words[1],
                     "from_version": words[2] if len(words) == 3 else None,
+                    "depends_on": depends_on,
                 }
             )
         return members

@@ -3,6 +3,8 @@ release's steps, timeline, webhook deliveries and the operator's actions, a bund
 releases in dependency order and its actions. The same use cases as the API
 (releases.services, releases.bundles), validated by the API's serializers."""
 
+import time
+
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
@@ -14,6 +16,7 @@ from accounts.decorators import role_required
 from accounts.roles import OPERATOR, VIEWER, has_role
 from registry_sync.models import Service
 from releases import bundles, outcomes, schedules, services, states
+from releases.bundle_order import order_warnings
 from releases.chart import release_chart
 from releases.filters import ReleaseFilter
 from releases.insufficient_data import repeated_hint
@@ -188,6 +191,7 @@ def bundle_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "plan": [first.step_label(n) for n in range(len(first.steps))] if first else [],
             "analysis": first.analysis if first else {},
             "allowed": states.bundle_allowed_actions([m.state for m in members]),
+            "order_warnings": order_warnings(members, time.time()),
             "timeline": timeline,
             "bundle_json": {
                 "id": bundle.pk,

@@ -10,7 +10,8 @@ deregistered), each step reported to the dashboard when it has a token for that.
 Credentials come from the environment, not the command line every local user can read:
 `REGISTRY_PASSWORD` (with `--username`), or `REGISTRY_ACCESS_TOKEN` (an accessToken, or
 the API token of a `service` user, as the fleet of `make run` uses; that token also reports
-the lifecycle to the dashboard, `--dashboard`, by default the registry URL without `/nacos`).
+the lifecycle and the calls it makes (call edges) to the dashboard, `--dashboard`, by default
+the registry URL without `/nacos`).
 
 The gateway forwards the whole path, service prefix included, so an instance answers:
 
@@ -43,6 +44,7 @@ import uvicorn
 
 from dataplane.registry_client import NamingClient
 from dataplane.sdk.balancer import NoInstance, ServiceBalancer
+from dataplane.sdk.call_edges import CallEdgeReporter
 from dataplane.sdk.flag import current_flag
 from dataplane.sdk.lifecycle import DEFAULT_DRAIN_S, Lifecycle, Replay
 from dataplane.sdk.lifecycle_report import LifecycleReporter
@@ -91,12 +93,14 @@ class DemoService:
         downstream: str | None = None,
         prod_version: str = "V1",
         gray_version: str = "V2",
+        edges: CallEdgeReporter | None = None,
     ):
         self.service, self.version = service, version
         self.instance_name = f"{host}:{port}"
         self.error_rate = error_rate
+        self.edges = edges
         self.downstream = (
-            ServiceBalancer(registry, downstream, prod=prod_version, gray=gray_version)
+            ServiceBalancer(registry, downstream, prod=prod_version, gray=gray_version, edges=edges)
             if downstream
             else None
         )
@@ -119,6 +123,8 @@ class DemoService:
             elif message["type"] == "lifespan.shutdown":
                 if self.downstream is not None:
                     await self.downstream.aclose()
+                if self.edges is not None:
+                    await self.edges.aclose()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -201,14 +207,14 @@ def main(argv: list[str] | None = None) -> None:
         access_token=os.environ.get("REGISTRY_ACCESS_TOKEN") or None,
     )
     access_token = os.environ.get("REGISTRY_ACCESS_TOKEN")
-    reporter = None
+    reporter = edges = None
     if access_token:
+        dashboard = args.dashboard or args.registry.removesuffix("/").removesuffix("/nacos")
         reporter = LifecycleReporter(
-            args.dashboard or args.registry.removesuffix("/").removesuffix("/nacos"),
-            access_token,
-            service=args.service,
-            host=args.host,
-            port=args.port,
+            dashboard, access_token, service=args.service, host=args.host, port=args.port
+        )
+        edges = CallEdgeReporter(
+            dashboard, access_token, service=args.service, version=args.version
         )
     app = DemoService(
         service=args.service,
@@ -220,6 +226,7 @@ def main(argv: list[str] | None = None) -> None:
         downstream=args.downstream,
         prod_version=args.prod_version,
         gray_version=args.gray_version,
+        edges=edges,
     )
     lifecycle = Lifecycle(
         GrayFlagASGIMiddleware(app),

@@ -75,6 +75,7 @@ class ReleaseFields(TypedDict):
     allowed_actions: list[str]
     bundle: int | None
     scheduled_at: str | None
+    depends_on: list[str]
 
 
 class ReleaseEventFields(TypedDict):

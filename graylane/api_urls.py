@@ -4,6 +4,7 @@ from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
 from audit import api_views as audit_api
+from call_graph import api_views as call_graph_api
 from policy import api_views as policy_api
 from registry_sync import api_views as registry_api
 from releases import api_views as releases_api
@@ -31,6 +32,7 @@ urlpatterns = [
         policy_api.QuarantineView.as_view(),
         name="service-quarantine",
     ),
+    path("call-edges/", call_graph_api.CallEdgesView.as_view(), name="call-edges"),
     path("lifecycle/", registry_api.LifecycleReportView.as_view(), name="lifecycle"),
     path(
         "services/<path:name>/lifecycle/",

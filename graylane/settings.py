@@ -132,6 +132,7 @@ INSTALLED_APPS = [
     "demo",
     "gateways",
     "metrics",
+    "call_graph",
     "releases",
     "traffic",
     "graylane.apps.GraylaneConfig",
@@ -399,6 +400,9 @@ METRICS_MAX_BODY_BYTES = env_int("METRICS_MAX_BODY_BYTES", 262_144, minimum=1)
 METRICS_MAX_SERIES = env_int("METRICS_MAX_SERIES", 10_000, minimum=1)
 # /metrics (Prometheus): open when empty, else `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_str("METRICS_TOKEN")
+# Call edges the services report (GET /api/v1/call-edges/): one row per edge and minute, kept
+# this long.
+CALL_EDGES_RETENTION_DAYS = env_float("CALL_EDGES_RETENTION_DAYS", 7.0, minimum=0.01)
 # The series API's other source: Prometheus, through PromQL templates (metrics/promql_source.py).
 PROMETHEUS_URL = env_str("PROMETHEUS_URL")
 PROMETHEUS_TIMEOUT = env_float("PROMETHEUS_TIMEOUT", 5.0, minimum=0.1)
@@ -427,6 +431,7 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 0.5},
     },
     "metrics-prune": {"task": "metrics.tasks.prune", "schedule": 3600.0},
+    "call-graph-prune": {"task": "call_graph.tasks.prune", "schedule": 3600.0},
     # Each release's interval is checked every second; a late run is worthless, the next
     # one looks anew.
     "releases-analyse": {

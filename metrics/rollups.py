@@ -27,13 +27,15 @@ from metrics.models import MinuteLatency, MinuteRollup
 from metrics.samples import Sample
 
 
-def _additive_upsert(
+def additive_upsert(
     cursor: CursorWrapper,
     model: type[Model],
     keys: list[str],
     counters: list[str],
     rows: list[tuple[str | int, ...]],
 ) -> None:
+    """INSERT `rows` (`keys` then `counters`); a row whose keys are there already adds its
+    counters to it (call_graph/services.py writes its edges so too)."""
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     columns = ", ".join(quote(name) for name in keys + counters)
@@ -114,7 +116,7 @@ def _write(samples: list[Sample]) -> None:
             xid = outages.transaction_id(connection)
             # Sorted: concurrent requests touch shared rows in one order (no deadlock on
             # PostgreSQL).
-            _additive_upsert(
+            additive_upsert(
                 cursor,
                 MinuteRollup,
                 ["service", "version", "lane", "minute"],
@@ -122,7 +124,7 @@ def _write(samples: list[Sample]) -> None:
                 [(*key, *count) for key, count in sorted(counts.items())],
             )
             if weights:
-                _additive_upsert(
+                additive_upsert(
                     cursor,
                     MinuteLatency,
                     ["service", "version", "minute", "bucket"],

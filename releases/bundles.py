@@ -1,12 +1,14 @@
 """Release bundles: several services released as one. Each member is an ordinary release
 (its own routing, analysis and events); the bundle starts, pauses, resumes and promotes
-them in dependency order and rolls them back (or aborts them) in the reverse order, all or
-nothing. The analysis advances a bundle only when every member is healthy at the step, and
-one member's rollback or failure takes the others back to prod (releases/services.py)."""
+them in dependency order (a service before those that call it: releases/bundle_order.py)
+and rolls them back (or aborts them) in the reverse order, all or nothing. The analysis
+advances a bundle only when every member is healthy at the step, and one member's rollback
+or failure takes the others back to prod (releases/services.py)."""
 
 from django.db import transaction
 
 from releases import services, states
+from releases.bundle_order import OrderProblem, dependency_order
 from releases.models import Release, ReleaseBundle
 
 REVERSED_ACTIONS = ("rollback", "abort")
@@ -21,18 +23,22 @@ def create_bundle(
     actor: str,
     source: str,
 ) -> ReleaseBundle:
-    """`members`: `{"service", "to_version", "from_version"?}` in dependency order (what
-    others depend on first). Raises services.Invalid."""
+    """`members`: `{"service", "to_version", "from_version"?, "depends_on"?}`, released in
+    dependency order (bundle_order.py). Raises services.Invalid."""
     names = [member["service"] for member in members]
     if len(members) < 2:
         raise services.Invalid({"releases": ["A bundle holds at least two services."]})
     if len(set(names)) != len(names):
         raise services.Invalid({"releases": ["Each service at most once."]})
+    try:
+        members = dependency_order(members)
+    except OrderProblem as exc:
+        raise services.Invalid({"releases": exc.messages}) from None
     with transaction.atomic():
         bundle = ReleaseBundle.objects.create(name=name, created_by=actor)
         for position, member in enumerate(members):
             try:
-                services.create_release(
+                release = services.create_release(
                     service=member["service"],
                     to_version=member["to_version"],
                     from_version=member.get("from_version"),
@@ -53,6 +59,9 @@ def create_bundle(
                         ]
                     }
                 ) from None
+            if member.get("depends_on"):
+                release.depends_on = sorted(set(member["depends_on"]))
+                release.save(update_fields=["depends_on"])
     return bundle
 
 

@@ -67,6 +67,8 @@ class Release(models.Model):
         ReleaseBundle, null=True, blank=True, on_delete=models.PROTECT, related_name="releases"
     )
     position = models.PositiveIntegerField(default=0, help_text="Dependency order in a bundle.")
+    # The services of its bundle it calls (released before it: releases/bundle_order.py).
+    depends_on = models.JSONField(default=list, blank=True)
     # The step this release's analysis found healthy, while a bundle waits for the others.
     ready_at_step = models.PositiveIntegerField(null=True, blank=True)
     # The current step while its gateways have not all acked it (releases/convergence.py):

@@ -1,4 +1,5 @@
 import math
+import time
 from itertools import pairwise
 from typing import Any
 
@@ -9,6 +10,7 @@ from rest_framework import serializers
 from rest_framework.utils.serializer_helpers import ReturnDict
 
 from releases import analysis, promql_checks, states
+from releases.bundle_order import order_warnings
 from releases.metric_checks import ABOVE, BELOW, BUILT_IN
 from releases.models import Release, ReleaseBundle, ReleaseEvent
 from routing_engine.lanes import GRAY_LANE
@@ -16,6 +18,7 @@ from routing_engine.policy import canonical_percent, percent_problem
 
 MAX_STEPS = 20
 MAX_METRICS = 10
+MAX_DEPENDS_ON = 50
 
 
 @extend_schema_field({"type": "number", "minimum": 0.01, "maximum": 100, "multipleOf": 0.01})
@@ -216,6 +219,7 @@ class ReleaseSerializer(serializers.ModelSerializer):
             "allowed_actions",
             "bundle",
             "scheduled_at",
+            "depends_on",
         ]
         read_only_fields = fields
 
@@ -249,10 +253,18 @@ class BundleMemberSerializer(serializers.Serializer):
     from_version = serializers.CharField(
         max_length=64, required=False, allow_null=True, default=None
     )
+    depends_on = serializers.ListField(
+        child=serializers.CharField(max_length=255),
+        required=False,
+        default=list,
+        max_length=MAX_DEPENDS_ON,
+        help_text="The services of this bundle it calls: released before it.",
+    )
 
 
 class BundleCreateSerializer(serializers.Serializer):
-    """`releases` in dependency order: a service before those that call it."""
+    """`releases` in dependency order (a service before those that call it): the one their
+    `depends_on` give, else the listed one."""
 
     name = serializers.CharField(max_length=100)
     releases = BundleMemberSerializer(many=True)
@@ -276,11 +288,17 @@ class BundleCreateSerializer(serializers.Serializer):
 class BundleSerializer(serializers.ModelSerializer):
     state = serializers.SerializerMethodField()
     releases = serializers.SerializerMethodField()
+    order_warnings = serializers.SerializerMethodField(
+        help_text="Observed calls between its services that go against its order."
+    )
 
     class Meta:
         model = ReleaseBundle
-        fields = ["id", "name", "state", "created_by", "created_at", "releases"]
+        fields = ["id", "name", "state", "created_by", "created_at", "releases", "order_warnings"]
         read_only_fields = fields
+
+    def get_order_warnings(self, bundle: ReleaseBundle) -> list[str]:
+        return order_warnings(bundle.members(), time.time())
 
     def get_state(self, bundle: ReleaseBundle) -> str:
         return bundle.state()

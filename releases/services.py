@@ -25,6 +25,7 @@ from registry_sync.models import Service
 from releases import analysis, approvals, convergence, promql_checks, states
 from releases.models import Release, ReleaseBundle, ReleaseEvent
 from releases.serializers import ReleaseEventSerializer, ReleaseSerializer
+from releases.versions import unregistered_problem
 from routing_engine.lanes import GRAY_LANE
 
 # Samples of second t reach the dashboard a second or two later (the gateways report once a
@@ -80,6 +81,8 @@ def create_release(
     from_version = from_version or prod
     if from_version == to_version:
         errors["to_version"] = [f"Must differ from the prod version ({from_version})."]
+    elif "service" not in errors and (problem := unregistered_problem(service, to_version)):
+        errors["to_version"] = [problem]
     if errors:
         raise Invalid(errors)
     with transaction.atomic():

@@ -49,14 +49,20 @@ def fresh_dashboard(var_dir: Path):
 class DemoInstance(Process):
     """`python -m demo.service` on a free port; ready once it answers."""
 
-    def __init__(self, registry_url: str, service: str, version: str, *extra: str):
+    def __init__(self, registry_url: str, service: str, version: str, *extra: str, token: str = ""):
+        """`token`: the fleet's API token, as `make run`'s fleet has it (the instance also
+        reports its lifecycle and calls); without it, the fleet user's password."""
         self.service, self.version = service, version
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         args = [sys.executable, "-m", "demo.service", "--service", service]
         args += ["--version", version, "--port", str(self.port)]
-        args += ["--registry", registry_url + "/nacos", "--username", FLEET_USER, *extra]
-        env = django_env("", REGISTRY_PASSWORD=FLEET_PASSWORD)
+        args += ["--registry", registry_url + "/nacos", *extra]
+        if token:
+            env = django_env("", REGISTRY_ACCESS_TOKEN=token)
+        else:
+            args += ["--username", FLEET_USER]
+            env = django_env("", REGISTRY_PASSWORD=FLEET_PASSWORD)
         super().__init__(args, env)
 
     def is_ready(self) -> bool:

@@ -255,6 +255,14 @@ def prepare() -> dict:
     registry = Registry.objects.create(name="outage-embedded", kind=Registry.EMBEDDED)
     for name in ("user-app", "cart-app", DRAIN_SERVICE):
         Service.objects.create(name=name, registry=registry)
+    # The releases' to_version: a release is made only to a version instances run.
+    Instance.objects.create(
+        service=Service.objects.get(name="user-app"),
+        instance_id="127.0.0.1#7202",
+        host="127.0.0.1",
+        port=7202,
+        version="V2",
+    )
     drain = Service.objects.get(name=DRAIN_SERVICE)
     Instance.objects.bulk_create(
         Instance(

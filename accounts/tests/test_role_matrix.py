@@ -6,7 +6,9 @@ endpoint is in this matrix without anyone adding it. The least role an operation
 read from its view as RolePermission reads it (accounts/permissions.py): `read_role` for
 safe methods (default viewer), `write_role` for the others (default operator). The
 gateway endpoints (gateways/protocol/) take gateway tokens only; what the fleet reports
-(MayReportLifecycle) takes a `service` user, an admin or a gateway token. A new role is one
+(MayReportLifecycle) takes a `service` user, an admin or a gateway token; what instances
+report and people read (ServiceWritesPermission), a `service` user or an admin to write and
+a viewer to read. A new role is one
 more entry in ROLES; a new kind of path parameter, one more entry in PATH_OBJECTS.
 """
 
@@ -14,16 +16,19 @@ import functools
 import json
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
 from django.test import Client
 from django.urls import resolve
+from django.utils import timezone
 from rest_framework.test import APIClient
 
-from accounts.permissions import RolePermission
+from accounts.permissions import RolePermission, ServiceWritesPermission
 from accounts.roles import ADMIN, OPERATOR, SERVICE, VIEWER
 from gateways.models import Gateway
 from gateways.protocol.views import GatewayEndpoint
+from policy.models import Freeze, PolicyDraft
 from policy.publishing import load_state
 from registry_sync.api_views import MayReportLifecycle
 from registry_sync.models import Instance, Registry, Service
@@ -78,6 +83,8 @@ PATH_OBJECTS = {
     "quarantine": lambda objects: "V2",  # of the service above; not quarantined: a 404
     # An admin's (no owner): an operator finds no such webhook, a 404.
     "webhooks": lambda objects: objects["webhook"].pk,
+    "freezes": lambda objects: objects["freeze"].pk,
+    "drafts": lambda objects: objects["draft"].pk,
 }
 
 
@@ -93,14 +100,16 @@ def concrete(template: str, objects: dict) -> str:
 
 
 def least_role(method: str, path: str) -> str:
-    """The least role the operation's view asks for, "gateway" for the gateway endpoints, or
-    "fleet" for what instances and gateways report."""
+    """The least role the operation's view asks for, "gateway" for the gateway endpoints,
+    "fleet" for what instances and gateways report, `service` for what instances report."""
     view = resolve(path).func.cls  # type: ignore[attr-defined]
     if issubclass(view, GatewayEndpoint):
         return "gateway"
     permissions = view.permission_classes
     if MayReportLifecycle in permissions:
         return "fleet"
+    if ServiceWritesPermission in permissions:
+        return VIEWER if method in SAFE_METHODS else SERVICE
     assert RolePermission in permissions, (
         f"{method.upper()} {path}: {view.__name__} does not use RolePermission; "
         "teach this test its convention"
@@ -117,6 +126,8 @@ def expected(role: Role, least: str) -> str:
         return "allowed" if role.gateway else "403"
     if least == "fleet":
         return "allowed" if role.gateway or role.group in (SERVICE, ADMIN) else "403"
+    if least == SERVICE:
+        return "allowed" if role.group in (SERVICE, ADMIN) else "403"
     return "allowed" if role.rank >= RANKS[least] else "403"
 
 
@@ -153,6 +164,20 @@ def objects(db):
         "release": release,
         "bundle": bundle,
         "webhook": Webhook.objects.create(name="hook", url="https://hooks.example.com/x"),
+        "freeze": Freeze.objects.create(
+            starts_at=timezone.now() + timedelta(days=1),
+            ends_at=timezone.now() + timedelta(days=2),
+            reason="year-end",
+        ),
+        # Content the live document already has: approving it makes no change.
+        "draft": PolicyDraft.objects.create(
+            author="someone-else",
+            source="api",
+            action="policy.update",
+            object_label="policy",
+            base_revision=1,
+            content=json.dumps(load_state().document),
+        ),
     }
 
 

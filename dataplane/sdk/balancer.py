@@ -6,6 +6,10 @@ with the gateway's engine (routing_engine.select_asked, SmoothWeightedRoundRobin
     await users.start()
     response = await users.request("GET", "/order-app/hello")    # route of the current request
 
+* With `edges` (a call_edges.CallEdgeReporter), each call is counted for the call edges: the
+  version of the instance that answered (or was tried last), the request's lane, and an
+  error when it answered 5xx or was not answered.
+
 * The instance list is read in the background every `refresh_s`; a registry that fails
   leaves the last list in use (stale beats none: the instances are likely still there).
 * Each entry of the list is read on its own with the gateway's rules for an instance
@@ -36,11 +40,13 @@ from typing import Any
 import httpx
 
 from dataplane.registry_client import NamingClient, RegistryError
-from routing_engine import ALL, SmoothWeightedRoundRobin, instance_key
+from routing_engine import ALL, GRAY, SmoothWeightedRoundRobin, instance_key
 from routing_engine.balancer import select_asked
 from routing_engine.hops import LANE_HEADER, VERSIONS_HEADER, Ask, ask_for
+from routing_engine.lanes import GRAY_LANE
 from routing_engine.records import Instance, Skipped, read_instances
 
+from .call_edges import CallEdgeReporter
 from .flag import BAGGAGE_HEADER, HEADER, Route, current_route, route_headers
 from .lifecycle import SHUTTING_DOWN_HEADER
 
@@ -98,6 +104,7 @@ class ServiceBalancer:
         refresh_s: float = DEFAULT_REFRESH_S,
         attempts: int = DEFAULT_ATTEMPTS,
         http: httpx.AsyncClient | None = None,
+        edges: CallEdgeReporter | None = None,
     ):
         self.registry = registry
         self.service = service
@@ -110,6 +117,7 @@ class ServiceBalancer:
         self.stale = False
         self._http = http or httpx.AsyncClient(timeout=5.0)
         self._own_http = http is None
+        self.edges = edges
         self._round_robin = SmoothWeightedRoundRobin()
         self._avoid: dict[Any, float] = {}
         self._task: asyncio.Task | None = None
@@ -207,10 +215,12 @@ class ServiceBalancer:
             headers.update(route_headers(route, headers.pop(BAGGAGE_HEADER, None)))
         tried: set = set()
         last: httpx.Response | None = None
+        instance: Mapping | None = None
         for _ in range(self.attempts):
-            instance = self.pick(exclude=frozenset(tried), route=route)
-            if instance is None:
+            picked = self.pick(exclude=frozenset(tried), route=route)
+            if picked is None:
                 break
+            instance = picked
             tried.add(instance_key(instance))
             url = f"http://{instance['host']}:{instance['port']}{path}"
             try:
@@ -222,17 +232,31 @@ class ServiceBalancer:
                 # A pooled connection the instance closed as it left: nothing was processed
                 # if the method is idempotent, so only then is it safe to try again.
                 if method.upper() not in IDEMPOTENT:
+                    self._count(instance, route, error=True)
                     raise
                 self._avoid_for_now(instance)
                 continue
+            except httpx.HTTPError:
+                self._count(instance, route, error=True)
+                raise
             if not is_shutting_down(response):
+                self._count(instance, route, error=response.status_code >= 500)
                 return response
             self._avoid_for_now(instance)
             last = response
+        if instance is not None:  # every instance tried refused it or was leaving
+            self._count(instance, route, error=True)
         if last is not None:
             return last
         flag = ALL if route is None else route.flag
         raise NoInstance(f"no routable {self.service} instance for {flag}")
+
+    def _count(self, instance: Mapping, route: Route | None, *, error: bool) -> None:
+        """One call to the instance's version, for the call edges (an instance without a
+        version has none to name)."""
+        if self.edges is not None and instance["version"] is not None:
+            lane = (route.lane or GRAY_LANE) if route is not None and route.flag == GRAY else None
+            self.edges.count(self.service, instance["version"], lane, error=error)
 
 
 def _route(flag: str | None, route: Route | None) -> Route | None:

@@ -9,7 +9,7 @@ from django.db import connection
 
 from policy.models import Revision
 from policy.publishing import load_state
-from registry_sync.models import Service
+from registry_sync.models import Instance, Service
 from releases.models import Release
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -48,7 +48,18 @@ def operator(api):
     assert client.patch("/api/v1/policy/", policy, format="json").status_code == 200
     lane = {"name": "feature-x", "priority": 100, "match": {"users": ["2002"]}}
     assert client.post("/api/v1/lanes/", lane, format="json").status_code == 201
-    Service.objects.bulk_create([Service(name=name) for name in SERVICES])
+    for name in SERVICES:
+        service = Service.objects.create(name=name)
+        Instance.objects.bulk_create(
+            Instance(
+                service=service,
+                instance_id=f"{name}-{version}",
+                host="10.0.0.1",
+                port=port,
+                version=version,
+            )
+            for port, version in enumerate(("V1", "V2", "V3"), start=7201)
+        )
     return client
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from accounts.models import ApiToken
 from policy.services import update_policy
-from registry_sync.models import Service
+from registry_sync.models import Instance, Service
 from releases.models import Release
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a uvicorn of its own (asgi_server)
@@ -26,7 +26,10 @@ def test_make_a_bundle_start_it_follow_it_and_roll_it_back(
     page, asgi_server, make_role_user, log_in, screenshot
 ):
     for name in ("order-app", "user-app"):
-        Service.objects.create(name=name)
+        service = Service.objects.create(name=name)
+        Instance.objects.create(
+            service=service, instance_id=f"{name}-v2", host="10.0.0.2", port=7202, version="V2"
+        )
     update_policy(
         {"enabled": True, "routing": True},
         partial=True,

@@ -7,7 +7,7 @@ import pytest
 
 from gateways.models import Gateway
 from policy.services import update_policy
-from registry_sync.models import Service
+from registry_sync.models import Instance, Service
 from releases.models import Release
 from tests.browser.test_live_charts import Traffic
 
@@ -22,7 +22,10 @@ def server_url(asgi_server):
 def test_start_a_release_watch_it_advance_and_roll_it_back(
     page, asgi_server, make_role_user, log_in, screenshot
 ):
-    Service.objects.create(name="user-app")
+    service = Service.objects.create(name="user-app")
+    Instance.objects.create(
+        service=service, instance_id="user-app-v2", host="10.0.0.2", port=7202, version="V2"
+    )
     update_policy(
         {"enabled": True, "routing": True},
         partial=True,
