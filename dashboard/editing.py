@@ -19,6 +19,7 @@ from policy.models import PolicyState, Revision
 from policy.publishing import PublishResult, StaleRevision, load_state
 from routing_engine import PolicyError, diff_documents, rebase_policy
 
+from .draft_views import notify_held
 from .forms import PublishForm
 
 F = TypeVar("F", bound=PublishForm)
@@ -106,7 +107,7 @@ def edit(request: HttpRequest, editor: Editor[F]) -> HttpResponse:
             form.add_error(None, str(exc))
             return _page(request, editor, state, form, status=409)
         except DraftPending as exc:
-            messages.info(request, str(exc))
+            notify_held(request, exc)
             return redirect(editor.url())
         if result.revision is None:
             messages.info(request, "Nothing changed: no new revision was published.")

@@ -501,3 +501,39 @@ class BundleForm(_RolloutForm):
     def api_body(self) -> dict:
         data = self.cleaned_data
         return {"name": data["name"], "releases": data["releases"], **self.rollout_body()}
+
+
+class FreezeForm(forms.Form):
+    """A new freeze window, as the releases page takes it. Every rule is the API's
+    (policy.serializers.FreezeSerializer), so the page and the API accept the same windows;
+    times are UTC, as the page shows them."""
+
+    starts_at = forms.CharField(
+        required=False,
+        label="Starts (UTC)",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+    )
+    ends_at = forms.CharField(
+        required=False,
+        label="Ends (UTC)",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+    )
+    services = forms.CharField(
+        required=False,
+        label="Services (comma-separated; empty: all)",
+        widget=forms.TextInput(attrs={"list": "service-names"}),
+    )
+    reason = forms.CharField(required=False, label="Reason")
+
+    def api_body(self) -> dict:
+        """What `POST /api/v1/freezes/` would take; a field left empty is not sent."""
+        data = self.cleaned_data
+        body = {key: data[key] for key in ("starts_at", "ends_at", "reason") if data[key]}
+        body["services"] = [name.strip() for name in data["services"].split(",") if name.strip()]
+        return body
+
+    def add_api_errors(self, errors: Mapping[str, Any]) -> None:
+        """The API serializer's errors, on the fields they concern."""
+        for field, messages in errors.items():
+            for message in _api_messages(field, messages):
+                self.add_error(field if field in self.fields else None, message)

@@ -32,6 +32,7 @@ from registry_sync.services import known_versions
 from routing_engine import diff_documents
 from routing_engine.lanes import GRAY_LANE, empty_match, lane_order, normalize_lane
 
+from .draft_views import notify_held
 from .editing import Editor, edit
 from .forms import GrayLanePlaceForm, LaneForm, NewLaneForm, PublishForm
 
@@ -328,7 +329,7 @@ def lane_delete(request: HttpRequest, name: str) -> HttpResponse:
                 messages.error(request, str(exc))
                 status = 409
             except DraftPending as exc:
-                messages.info(request, str(exc))
+                notify_held(request, exc)
                 return redirect("dashboard:lanes")
             else:
                 assert result.revision is not None, "deleting a lane always changes something"

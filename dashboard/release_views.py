@@ -10,6 +10,7 @@ from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from accounts.decorators import role_required
@@ -23,7 +24,7 @@ from releases.insufficient_data import repeated_hint
 from releases.models import Release, ReleaseBundle, ReleaseEvent, Webhook, WebhookDelivery
 from releases.serializers import BundleCreateSerializer, ReleaseCreateSerializer, ReleaseSerializer
 
-from .forms import BundleForm, ReleaseForm
+from .forms import BundleForm, FreezeForm, ReleaseForm
 
 # Bundles on the releases page, newest first; an older one is a link on its releases' pages.
 LISTED_BUNDLES = 25
@@ -46,7 +47,11 @@ def releases(request: HttpRequest) -> HttpResponse:
 
 
 def _releases_page(
-    request: HttpRequest, form: ReleaseForm, bundle_form: BundleForm, status: int
+    request: HttpRequest,
+    form: ReleaseForm,
+    bundle_form: BundleForm,
+    status: int,
+    freeze_form: FreezeForm | None = None,
 ) -> HttpResponse:
     listed = ReleaseFilter(request.GET, queryset=Release.objects.all())
     page = Paginator(listed.qs if listed.is_valid() else Release.objects.none(), 25).get_page(
@@ -63,6 +68,8 @@ def _releases_page(
             "bundles": _listed_bundles(),
             "bundle_count": ReleaseBundle.objects.count(),
             "upcoming": schedules.upcoming(),
+            "freeze_form": freeze_form or FreezeForm(),
+            "now": timezone.now(),
             "states": states.STATES,
             "service_names": Service.objects.order_by("name").values_list("name", flat=True)[:500],
             "outcomes": outcomes.per_service(service=request.GET.get("service") or None),

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard import lane_views, release_views, views
+from dashboard import draft_views, freeze_views, lane_views, release_views, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -18,9 +18,24 @@ urlpatterns = [
         views.quarantine_lift,
         name="quarantine-lift",
     ),
+    path("services/<path:name>/protection/", views.service_protect, name="service-protect"),
     # <path:>: a name stored before names were checked may hold a "/" (registry_sync/adapters/
     # validation.py refuses new ones); the link must still lead to its page.
     path("services/<path:name>/", views.service_detail, name="service"),
+    path("drafts/", draft_views.draft_list, name="drafts"),
+    path("drafts/<int:pk>/", draft_views.draft_detail, name="draft"),
+    path(
+        "drafts/<int:pk>/approve/",
+        draft_views.draft_decide,
+        {"decision": "approve"},
+        name="draft-approve",
+    ),
+    path(
+        "drafts/<int:pk>/reject/",
+        draft_views.draft_decide,
+        {"decision": "reject"},
+        name="draft-reject",
+    ),
     path("revisions/", views.revisions, name="revisions"),
     path("revisions/<int:n>/", views.revision_detail, name="revision"),
     path("revisions/<int:n>/rollback/", views.rollback, name="rollback"),
@@ -30,6 +45,8 @@ urlpatterns = [
     path("audit/", views.audit, name="audit"),
     path("simulate/", views.simulator, name="simulator"),
     path("releases/", release_views.releases, name="releases"),
+    path("releases/freezes/", freeze_views.freeze_create, name="freeze-create"),
+    path("releases/freezes/<int:pk>/end/", freeze_views.freeze_end, name="freeze-end"),
     path("releases/<int:pk>/", release_views.release_detail, name="release"),
     path("releases/<int:pk>/<slug:action>/", release_views.release_action, name="release-action"),
     path("releases/bundles/", release_views.bundle_create, name="bundle-create"),

@@ -11,14 +11,14 @@ from django.views.decorators.http import require_POST
 
 from accounts.decorators import role_required
 from accounts.models import AnyUser
-from accounts.roles import OPERATOR, VIEWER, has_role
+from accounts.roles import ADMIN, OPERATOR, VIEWER, has_role
 from audit.filters import AuditFilter, known_actions
 from audit.models import AuditEntry
 from demo.restart import NotRestartable, restart_demo_instance, restartable
 from gateways.models import Gateway
 from gateways.views import BADGES, status_rows
 from metrics.services import traffic_split
-from policy.change_control import DraftPending, Frozen
+from policy.change_control import DraftPending, Frozen, set_protected
 from policy.documents import policy_of
 from policy.lanes import LaneInUse, gray_priority_of
 from policy.models import PolicyState, Revision
@@ -39,6 +39,7 @@ from releases.services import MARKER_KINDS, chart_markers
 from routing_engine import ALL, PROD, PolicyError, normalize_policy
 from routing_engine.lanes import GRAY_LANE
 
+from .draft_views import notify_held
 from .editing import Editor, edit
 from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
 
@@ -183,7 +184,7 @@ def service_detail(request: HttpRequest, name: str) -> HttpResponse:
                 form.add_error(None, str(exc))
                 status = 409
             except DraftPending as exc:
-                messages.info(request, str(exc))
+                notify_held(request, exc)
                 return redirect("dashboard:service", name=name)
             else:
                 if result.revision is not None:
@@ -225,7 +226,7 @@ def quarantine_lift(request: HttpRequest, name: str, version: str) -> HttpRespon
     except (LookupError, Frozen) as exc:
         messages.error(request, str(exc))
     except DraftPending as exc:
-        messages.info(request, str(exc))
+        notify_held(request, exc)
     else:
         revision = f" (revision {result.revision.number})" if result.revision else ""
         messages.success(
@@ -233,6 +234,25 @@ def quarantine_lift(request: HttpRequest, name: str, version: str) -> HttpRespon
             f"{version} of {service.name} is out of quarantine{revision}: it gets traffic "
             "again as the policy and the lanes send it.",
         )
+    return redirect("dashboard:service", name=service.name)
+
+
+@require_POST
+@role_required(ADMIN)
+def service_protect(request: HttpRequest, name: str) -> HttpResponse:
+    """Protect the service (its routing changes wait as drafts for another operator) or lift
+    that, as `PATCH /api/v1/services/{name}/` with `protected` does."""
+    service = get_object_or_404(Service, name=name)
+    protected = request.POST.get("protected") == "true"
+    set_protected(service, protected, actor=request.user.username, source="ui")
+    if protected:
+        messages.success(
+            request,
+            f"{service.name} is protected: its policy and lane changes wait as drafts for "
+            "another operator's approval.",
+        )
+    else:
+        messages.success(request, f"{service.name} is no longer protected.")
     return redirect("dashboard:service", name=service.name)
 
 
@@ -264,7 +284,7 @@ def rollback(request: HttpRequest, n: int) -> HttpResponse:
         messages.error(request, str(exc))
         return redirect("dashboard:revision", n=n)
     except DraftPending as exc:
-        messages.info(request, str(exc))
+        notify_held(request, exc)
         return redirect("dashboard:revision", n=n)
     if result.revision is not None:
         messages.success(
