@@ -363,6 +363,7 @@ ANALYSIS_FIELDS = (
     "failures_tolerated",
     "max_p95_ms",
     "deadline_s",
+    "max_p95_increase_ms",
 )
 
 
@@ -373,7 +374,7 @@ def _api_messages(field: str, messages: object) -> list[str]:
         messages = dict(enumerate(messages))
     if not isinstance(messages, dict):
         return [str(m) for m in messages] if isinstance(messages, list) else [str(messages)]
-    item = {"steps": "step", "releases": "release"}.get(field, field)
+    item = {"steps": "step", "releases": "release", "metrics": "metric"}.get(field, field)
     lines = []
     for key, value in messages.items():
         if isinstance(key, int):
@@ -382,6 +383,14 @@ def _api_messages(field: str, messages: object) -> list[str]:
             prefix = "" if key == NON_FIELD else f"{key}: "
         lines += [prefix + line for line in _api_messages(field, value)]
     return lines
+
+
+def _number(text: str) -> float | str:
+    """A bound as the API takes it: a number, or the text as typed for the API to refuse."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 class _RolloutForm(forms.Form):
@@ -402,6 +411,24 @@ class _RolloutForm(forms.Form):
     )
     failures_tolerated = forms.IntegerField(initial=1, label="Failed intervals tolerated")
     max_p95_ms = forms.FloatField(required=False, label="Maximum p95 (ms, optional)")
+    max_p95_increase_ms = forms.FloatField(
+        required=False,
+        label="Maximum p95 increase over prod (ms, optional)",
+        help_text="An interval whose gray p95 is more than this above prod's fails",
+    )
+    metrics = forms.CharField(
+        required=False,
+        widget=forms.Textarea(
+            attrs={
+                "rows": 2,
+                "placeholder": 'queue_depth | max(queue_depth{service="{service}", '
+                'version="{version}"}) | above | 100',
+            }
+        ),
+        label="Custom metrics (optional)",
+        help_text="One per line: name | PromQL query ({service}, {version}, {lane} filled in) | "
+        "above or below | bound. The gray version's value past the bound fails the interval",
+    )
     deadline_s = forms.IntegerField(initial=3600, label="Progress deadline per step (s)")
 
     def clean_steps(self) -> list[dict]:
@@ -422,9 +449,34 @@ class _RolloutForm(forms.Form):
                 )
         return steps
 
+    def clean_metrics(self) -> list[dict]:
+        metrics: list[dict] = []
+        for n, line in enumerate(self.cleaned_data["metrics"].splitlines(), start=1):
+            if not line.strip():
+                continue
+            # The query may hold "|" itself (a regex matcher): the name is before the first,
+            # the side and the bound after the last two.
+            name, _, rest = line.partition("|")
+            parts = [part.strip() for part in rest.rsplit("|", 2)]
+            if len(parts) != 3:
+                raise forms.ValidationError(
+                    f"Line {n}: {line.strip()!r} is not 'name | query | above or below | bound'."
+                )
+            query, fail_when, bound = parts
+            metrics.append(
+                {
+                    "name": name.strip(),
+                    "query": query,
+                    "fail_when": fail_when,
+                    "bound": _number(bound),
+                }
+            )
+        return metrics
+
     def rollout_body(self) -> dict:
         data = self.cleaned_data
-        return {"steps": data["steps"], "analysis": {key: data[key] for key in ANALYSIS_FIELDS}}
+        analysis = {key: data[key] for key in ANALYSIS_FIELDS}
+        return {"steps": data["steps"], "analysis": {**analysis, "metrics": data["metrics"]}}
 
     def add_api_errors(self, errors: dict) -> None:
         """The API serializer's errors, on the fields they concern."""
@@ -446,6 +498,13 @@ class ReleaseForm(_RolloutForm):
     from_version = forms.CharField(required=False, label="From version (empty: prod)")
     lane = forms.CharField(required=False, initial="gray", label="Lane (empty: gray)")
     start = forms.BooleanField(required=False, initial=True, label="Start now")
+    start_at = forms.DateTimeField(
+        required=False,
+        # The browser's datetime-local input; read in TIME_ZONE, UTC.
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        label="Start at (UTC, optional)",
+        help_text="Set: the release is scheduled and starts then instead of now",
+    )
 
     def api_body(self) -> dict:
         data = self.cleaned_data
