@@ -1,7 +1,7 @@
 """The new-release form takes what the API takes: the comparative latency bound, custom
-PromQL metrics (one per line) and a start time that schedules the release; the API's
-refusals show on the field they concern. A pending release's page schedules its start, a
-scheduled one's starts it now."""
+PromQL metrics (one per line; the bundle form too) and a start time that schedules the
+release; the API's refusals show on the field they concern. A pending release's page
+schedules its start, a scheduled one's starts it now."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -9,6 +9,7 @@ import pytest
 
 from audit.models import AuditEntry
 from releases.models import Release
+from releases.tests.test_bundle_pages import FORM as BUNDLE_FORM
 from releases.tests.test_release_pages import FORM
 
 pytestmark = pytest.mark.django_db
@@ -171,3 +172,18 @@ def test_a_viewer_may_not_schedule(client, make_user, fleet, operator):
     at = local_input(datetime.now(UTC) + timedelta(days=1))
     assert client.post(f"/releases/{release.pk}/start/", {"at": at}).status_code == 403
     assert Release.objects.get().state == "pending"
+
+
+def test_a_bundle_form_takes_them_for_each_of_its_releases(operator, fleet, prometheus):
+    response = operator.post(
+        "/releases/bundles/",
+        {**BUNDLE_FORM, "bundle-max_p95_increase_ms": "40", "bundle-metrics": QUEUE},
+    )
+    assert response.status_code == 302
+    analyses = [release.analysis for release in Release.objects.all()]
+    assert len(analyses) == 2
+    assert {a["max_p95_increase_ms"] for a in analyses} == {40.0}
+    assert {a["metrics"][0]["name"] for a in analyses} == {"queue"}
+    refused = operator.post("/releases/bundles/", {**BUNDLE_FORM, "bundle-metrics": "q | up"})
+    assert refused.status_code == 400
+    assert list(refused.context["bundle_form"].errors) == ["metrics"]

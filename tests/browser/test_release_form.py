@@ -45,6 +45,7 @@ def test_a_scheduled_release_with_a_latency_bound_from_the_form(
     assert error.text_content().startswith("Line 1: 'queue | max(queue_depth)' is not")
     assert page.input_value("#id_max_p95_increase_ms") == "30"
     assert not Release.objects.exists()
+    screenshot("release-form-refused")
 
     page.fill("#id_metrics", "")
     with page.expect_navigation():
