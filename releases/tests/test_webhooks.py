@@ -265,3 +265,17 @@ def test_a_scheduled_start_held_by_a_freeze_and_one_refused_are_told(
         f"http://127.0.0.1:8000/releases/{release.pk}/"
     )
     assert [kind for _, kind in queued] == ["scheduled", "frozen", "start_refused"]
+
+
+@pytest.mark.django_db
+def test_a_release_paused_for_gateways_that_did_not_ack_says_to_check_them(fleet, settings):
+    settings.PUBLIC_URL = "https://graylane.example.com"
+    release = started_release()
+    reason = "1 of 2 gateways acked generation 4 in 60 s (2 needed); not acked: edge-2"
+    event = services.note(release, "not_converged", {"reason": reason}, "release")
+    assert webhooks.summary(event) == (
+        f"Release {release.pk} of user-app V1 → V2: not converged at step 1 of 5 (targeted "
+        "users). 1 of 2 gateways acked generation 4 in 60 s (2 needed); not acked: edge-2. "
+        "Check the gateways named, then resume it on its page: "
+        f"https://graylane.example.com/releases/{release.pk}/"
+    )
