@@ -363,6 +363,7 @@ ANALYSIS_FIELDS = (
     "failures_tolerated",
     "max_p95_ms",
     "deadline_s",
+    "max_p95_increase_ms",
 )
 
 
@@ -373,7 +374,7 @@ def _api_messages(field: str, messages: object) -> list[str]:
         messages = dict(enumerate(messages))
     if not isinstance(messages, dict):
         return [str(m) for m in messages] if isinstance(messages, list) else [str(messages)]
-    item = {"steps": "step", "releases": "release"}.get(field, field)
+    item = {"steps": "step", "releases": "release", "metrics": "metric"}.get(field, field)
     lines = []
     for key, value in messages.items():
         if isinstance(key, int):
@@ -384,7 +385,30 @@ def _api_messages(field: str, messages: object) -> list[str]:
     return lines
 
 
-class _RolloutForm(forms.Form):
+def _number(text: str) -> float | str:
+    """A bound as the API takes it: a number, or the text as typed for the API to refuse."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+class _ApiCheckedForm(forms.Form):
+    """A form whose rules are an API serializer's: its errors land on the fields they
+    concern, those of a nested serializer (`nested_errors`) on the form's own fields."""
+
+    nested_errors: tuple[str, ...] = ()
+
+    def add_api_errors(self, errors: Mapping[str, Any]) -> None:
+        for field, messages in errors.items():
+            if field in self.nested_errors and isinstance(messages, dict):
+                self.add_api_errors(messages)
+                continue
+            for message in _api_messages(field, messages):
+                self.add_error(field if field in self.fields else None, message)
+
+
+class _RolloutForm(_ApiCheckedForm):
     """The steps and analysis settings a release and a bundle share. Steps as text
     ("targeted, 5, 25, 50, 100"); validation is the API's (releases.serializers), so the
     pages and the API accept the same input."""
@@ -402,6 +426,24 @@ class _RolloutForm(forms.Form):
     )
     failures_tolerated = forms.IntegerField(initial=1, label="Failed intervals tolerated")
     max_p95_ms = forms.FloatField(required=False, label="Maximum p95 (ms, optional)")
+    max_p95_increase_ms = forms.FloatField(
+        required=False,
+        label="Maximum p95 increase over prod (ms, optional)",
+        help_text="An interval whose gray p95 is more than this above prod's fails",
+    )
+    metrics = forms.CharField(
+        required=False,
+        widget=forms.Textarea(
+            attrs={
+                "rows": 2,
+                "placeholder": 'queue_depth | max(queue_depth{service="{service}", '
+                'version="{version}"}) | above | 100',
+            }
+        ),
+        label="Custom metrics (optional)",
+        help_text="One per line: name | PromQL query ({service}, {version}, {lane} filled in) | "
+        "above or below | bound. The gray version's value past the bound fails the interval",
+    )
     deadline_s = forms.IntegerField(initial=3600, label="Progress deadline per step (s)")
 
     def clean_steps(self) -> list[dict]:
@@ -422,18 +464,36 @@ class _RolloutForm(forms.Form):
                 )
         return steps
 
+    def clean_metrics(self) -> list[dict]:
+        metrics: list[dict] = []
+        for n, line in enumerate(self.cleaned_data["metrics"].splitlines(), start=1):
+            if not line.strip():
+                continue
+            # The query may hold "|" itself (a regex matcher): the name is before the first,
+            # the side and the bound after the last two.
+            name, _, rest = line.partition("|")
+            parts = [part.strip() for part in rest.rsplit("|", 2)]
+            if len(parts) != 3:
+                raise forms.ValidationError(
+                    f"Line {n}: {line.strip()!r} is not 'name | query | above or below | bound'."
+                )
+            query, fail_when, bound = parts
+            metrics.append(
+                {
+                    "name": name.strip(),
+                    "query": query,
+                    "fail_when": fail_when,
+                    "bound": _number(bound),
+                }
+            )
+        return metrics
+
+    nested_errors = ("analysis",)
+
     def rollout_body(self) -> dict:
         data = self.cleaned_data
-        return {"steps": data["steps"], "analysis": {key: data[key] for key in ANALYSIS_FIELDS}}
-
-    def add_api_errors(self, errors: dict) -> None:
-        """The API serializer's errors, on the fields they concern."""
-        for field, messages in errors.items():
-            if field == "analysis" and isinstance(messages, dict):
-                self.add_api_errors(messages)
-                continue
-            for message in _api_messages(field, messages):
-                self.add_error(field if field in self.fields else None, message)
+        analysis = {key: data[key] for key in ANALYSIS_FIELDS}
+        return {"steps": data["steps"], "analysis": {**analysis, "metrics": data["metrics"]}}
 
 
 class ReleaseForm(_RolloutForm):
@@ -446,6 +506,13 @@ class ReleaseForm(_RolloutForm):
     from_version = forms.CharField(required=False, label="From version (empty: prod)")
     lane = forms.CharField(required=False, initial="gray", label="Lane (empty: gray)")
     start = forms.BooleanField(required=False, initial=True, label="Start now")
+    start_at = forms.DateTimeField(
+        required=False,
+        # The browser's datetime-local input; read in TIME_ZONE, UTC.
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        label="Start at (UTC, optional)",
+        help_text="Set: the release is scheduled and starts then instead of now",
+    )
 
     def api_body(self) -> dict:
         data = self.cleaned_data
@@ -503,7 +570,7 @@ class BundleForm(_RolloutForm):
         return {"name": data["name"], "releases": data["releases"], **self.rollout_body()}
 
 
-class FreezeForm(forms.Form):
+class FreezeForm(_ApiCheckedForm):
     """A new freeze window, as the releases page takes it. Every rule is the API's
     (policy.serializers.FreezeSerializer), so the page and the API accept the same windows;
     times are UTC, as the page shows them."""
@@ -531,9 +598,3 @@ class FreezeForm(forms.Form):
         body = {key: data[key] for key in ("starts_at", "ends_at", "reason") if data[key]}
         body["services"] = [name.strip() for name in data["services"].split(",") if name.strip()]
         return body
-
-    def add_api_errors(self, errors: Mapping[str, Any]) -> None:
-        """The API serializer's errors, on the fields they concern."""
-        for field, messages in errors.items():
-            for message in _api_messages(field, messages):
-                self.add_error(field if field in self.fields else None, message)

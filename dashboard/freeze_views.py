@@ -13,7 +13,7 @@ from policy.models import Freeze
 from policy.serializers import FreezeSerializer
 
 from .forms import BundleForm, FreezeForm, ReleaseForm
-from .release_views import _releases_page
+from .release_views import releases_page
 
 
 @require_POST
@@ -23,7 +23,7 @@ def freeze_create(request: HttpRequest) -> HttpResponse:
     body = FreezeSerializer(data=form.api_body() if form.is_valid() else {})
     if not body.is_valid():
         form.add_api_errors(body.errors)
-        return _releases_page(request, ReleaseForm(), BundleForm(), 400, freeze_form=form)
+        return releases_page(request, ReleaseForm(), BundleForm(), 400, freeze_form=form)
     freeze = create_freeze(**body.validated_data, actor=request.user.username, source="ui")
     messages.success(request, f"Freeze window {freeze.pk} made: {freeze}.")
     return redirect("dashboard:releases")

@@ -4,6 +4,7 @@ releases in dependency order and its actions. The same use cases as the API
 (releases.services, releases.bundles), validated by the API's serializers."""
 
 import time
+from datetime import datetime
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -22,7 +23,12 @@ from releases.chart import release_chart
 from releases.filters import ReleaseFilter
 from releases.insufficient_data import repeated_hint
 from releases.models import Release, ReleaseBundle, ReleaseEvent, Webhook, WebhookDelivery
-from releases.serializers import BundleCreateSerializer, ReleaseCreateSerializer, ReleaseSerializer
+from releases.serializers import (
+    BundleCreateSerializer,
+    ReleaseCreateSerializer,
+    ReleaseSerializer,
+    ReleaseStartSerializer,
+)
 
 from .forms import BundleForm, FreezeForm, ReleaseForm
 
@@ -43,10 +49,10 @@ def releases(request: HttpRequest) -> HttpResponse:
         if release is not None:
             return redirect("dashboard:release", pk=release.pk)
         status = 400
-    return _releases_page(request, form, BundleForm(), status)
+    return releases_page(request, form, BundleForm(), status)
 
 
-def _releases_page(
+def releases_page(
     request: HttpRequest,
     form: ReleaseForm,
     bundle_form: BundleForm,
@@ -84,8 +90,13 @@ def _listed_bundles() -> list[ReleaseBundle]:
 
 def _create(request: HttpRequest, form: ReleaseForm) -> Release | None:
     body = ReleaseCreateSerializer(data=form.api_body())
-    if not body.is_valid():
-        form.add_api_errors(body.errors)
+    when = ReleaseStartSerializer(data={"at": form.cleaned_data["start_at"]})
+    # Both checked before anything is made, so that every error shows at once.
+    errors = {} if body.is_valid() else dict(body.errors)
+    if not when.is_valid():
+        errors["start_at"] = when.errors["at"]
+    if errors:
+        form.add_api_errors(errors)
         return None
     try:
         release = services.create_release(
@@ -94,14 +105,21 @@ def _create(request: HttpRequest, form: ReleaseForm) -> Release | None:
     except services.Invalid as exc:
         form.add_api_errors(exc.errors)
         return None
-    if form.cleaned_data["start"]:
+    at = when.validated_data.get("at")
+    if form.cleaned_data["start"] or at is not None:
         try:
-            services.act(release.pk, "start", actor=request.user.username, source="ui")
+            services.act(release.pk, "start", actor=request.user.username, source="ui", at=at)
         except services.Conflict as exc:
             messages.error(request, f"Release {release.pk} was made but not started: {exc}")
             return release
-        messages.success(request, f"Release {release.pk} started.")
+        messages.success(request, _started(release.pk, at))
     return release
+
+
+def _started(release_id: int, at: datetime | None) -> str:
+    if at is None:
+        return f"Release {release_id} started."
+    return f"Release {release_id} scheduled: it starts at {at:%Y-%m-%d %H:%M} UTC."
 
 
 @role_required(VIEWER)
@@ -148,13 +166,29 @@ def release_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     if action not in states.ACTIONS:
         messages.error(request, f"No action {action!r}.")
         return redirect("dashboard:release", pk=release.pk)
+    at = None
+    if action == "start" and "at" in request.POST:
+        at, refusal = _start_time(request)
+        if refusal:
+            messages.error(request, refusal)
+            return redirect("dashboard:release", pk=release.pk)
     try:
-        release = services.act(release.pk, action, actor=request.user.username, source="ui")
+        release = services.act(release.pk, action, actor=request.user.username, source="ui", at=at)
     except (services.Conflict, services.Forbidden) as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Release {release.pk}: {action} done, now {release.state}.")
+        done = f"Release {release.pk}: {action} done, now {release.state}."
+        messages.success(request, _started(release.pk, at) if at else done)
     return redirect("dashboard:release", pk=release.pk)
+
+
+def _start_time(request: HttpRequest) -> tuple[datetime | None, str]:
+    """The release page's "Schedule start" time, checked as the API's `start` checks `at`;
+    or why it is refused."""
+    when = ReleaseStartSerializer(data={"at": request.POST["at"]})
+    if not when.is_valid():
+        return None, "Start at: " + " ".join(when.errors["at"])
+    return when.validated_data["at"], ""
 
 
 @require_POST
@@ -165,7 +199,7 @@ def bundle_create(request: HttpRequest) -> HttpResponse:
     if bundle is not None:
         messages.success(request, f"Bundle {bundle.pk} made: start it here.")
         return redirect("dashboard:bundle", pk=bundle.pk)
-    return _releases_page(request, ReleaseForm(), form, 400)
+    return releases_page(request, ReleaseForm(), form, 400)
 
 
 def _create_bundle(request: HttpRequest, form: BundleForm) -> ReleaseBundle | None:

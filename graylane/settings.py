@@ -336,6 +336,8 @@ DEMO_RESTART = env_bool("DEMO_RESTART", False)
 
 # Releases: an approval step wants an operator other than the release's creator.
 RELEASE_FOUR_EYES = env_bool("RELEASE_FOUR_EYES", False)
+# The dashboard's address as people reach it: webhook messages link to a release's page.
+PUBLIC_URL = env_str("PUBLIC_URL").rstrip("/")
 
 # Gateway config delivery (gateways/).
 GATEWAY_STALE_SECONDS = env_float("GATEWAY_STALE_SECONDS", 30.0, minimum=1.0)

@@ -5,9 +5,10 @@ import json
 
 import httpx
 from django.conf import settings
+from django.urls import reverse
 
 from gateways import signing
-from releases.models import ReleaseEvent, Webhook, WebhookDelivery
+from releases.models import Release, ReleaseEvent, Webhook, WebhookDelivery
 from releases.serializers import ReleaseEventSerializer, ReleaseSerializer
 
 # The events worth telling people about (an analysis every interval is not).
@@ -21,8 +22,27 @@ NOTIFIED_KINDS = frozenset(
         "promoted",
         "rolled_back",
         "failed",
+        "awaiting_approval",
+        "approved",
+        "scheduled",
+        "frozen",
+        "start_refused",
     )
 )
+# How a message names the kinds a bare "awaiting approval at step 3" would say badly.
+HEADLINES = {
+    "awaiting_approval": "waits for approval",
+    "frozen": "held by a freeze window",
+    "start_refused": "scheduled start refused",
+}
+# What the people who hear of these kinds should do: the release waits for them.
+NEXT_STEPS = {
+    "awaiting_approval": "Approve it, or roll it back, on its page",
+    "frozen": "It goes on once the window ends; roll it back on its page if it must not wait",
+    "start_refused": "It is tried again until it starts: fix the cause, or start or abort it "
+    "on its page",
+    "not_converged": "Check the gateways named, then resume it on its page",
+}
 TIMEOUT_SECONDS = 5.0
 MAX_ATTEMPTS = 6
 RETRY_MAX_DELAY = 60
@@ -37,11 +57,19 @@ def retry_delay(attempt: int) -> float:
     return float(min(RETRY_MAX_DELAY, 2**attempt))
 
 
+def page_link(release: Release) -> str:
+    """The release's page, when PUBLIC_URL says where the dashboard is."""
+    if not settings.PUBLIC_URL:
+        return ""
+    return settings.PUBLIC_URL + reverse("dashboard:release", args=[release.pk])
+
+
 def summary(event: ReleaseEvent) -> str:
     release = event.release
+    headline = HEADLINES.get(event.kind, event.kind.replace("_", " "))
     text = (
         f"Release {release.pk} of {release.service} {release.from_version} → "
-        f"{release.to_version}: {event.kind.replace('_', ' ')} at step {event.step + 1} "
+        f"{release.to_version}: {headline} at step {event.step + 1} "
         f"of {len(release.steps)} ({release.step_label(event.step)})"
     )
     window = event.detail.get("window")
@@ -52,7 +80,16 @@ def summary(event: ReleaseEvent) -> str:
             f"prod {prod['requests']} requests, {prod['error_rate']} % errors"
         )
     reason = event.detail.get("reason")
-    return f"{text}. {reason}" if reason else f"{text}."
+    text = f"{text}. {_sentence(reason)}" if reason else f"{text}."
+    next_step, link = NEXT_STEPS.get(event.kind), page_link(release)
+    if next_step:
+        return f"{text} {next_step}: {link}" if link else f"{text} {next_step}."
+    return f"{text} {link}" if link else text
+
+
+def _sentence(reason: str) -> str:
+    reason = reason[:1].upper() + reason[1:]
+    return reason if reason.endswith(".") else f"{reason}."
 
 
 def body(webhook: Webhook, event: ReleaseEvent) -> bytes:

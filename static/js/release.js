@@ -87,7 +87,7 @@
       else li.removeAttribute("aria-current");
     });
     var canOperate = document.getElementById("release-actions").dataset.canOperate === "true";
-    document.querySelectorAll("#release-actions form").forEach(function (form) {
+    document.querySelectorAll("#release-actions form, #release-schedule").forEach(function (form) {
       form.hidden = !(canOperate && current.allowed_actions.indexOf(form.dataset.action) !== -1);
     });
   }
