@@ -6,7 +6,8 @@ endpoint is in this matrix without anyone adding it. The least role an operation
 read from its view as RolePermission reads it (accounts/permissions.py): `read_role` for
 safe methods (default viewer), `write_role` for the others (default operator). The
 gateway endpoints (gateways/protocol/) take gateway tokens only; what the fleet reports
-(MayReportLifecycle) takes a `service` user, an admin or a gateway token. A new role is one
+(MayReportLifecycle) takes a `service` user, an admin or a gateway token; the replay samples
+(ServiceUserOnly) a `service` user alone (bound to the service, or 403). A new role is one
 more entry in ROLES; a new kind of path parameter, one more entry in PATH_OBJECTS.
 """
 
@@ -28,6 +29,7 @@ from policy.publishing import load_state
 from registry_sync.api_views import MayReportLifecycle
 from registry_sync.models import Instance, Registry, Service
 from releases.models import Release, ReleaseBundle, Webhook
+from traffic.replay_api import ServiceUserOnly
 
 GATEWAY_NAME = "edge"
 
@@ -94,13 +96,15 @@ def concrete(template: str, objects: dict) -> str:
 
 def least_role(method: str, path: str) -> str:
     """The least role the operation's view asks for, "gateway" for the gateway endpoints, or
-    "fleet" for what instances and gateways report."""
+    "fleet" for what instances and gateways report, "replay" for the replay samples."""
     view = resolve(path).func.cls  # type: ignore[attr-defined]
     if issubclass(view, GatewayEndpoint):
         return "gateway"
     permissions = view.permission_classes
     if MayReportLifecycle in permissions:
         return "fleet"
+    if ServiceUserOnly in permissions:
+        return "replay"
     assert RolePermission in permissions, (
         f"{method.upper()} {path}: {view.__name__} does not use RolePermission; "
         "teach this test its convention"
@@ -117,6 +121,8 @@ def expected(role: Role, least: str) -> str:
         return "allowed" if role.gateway else "403"
     if least == "fleet":
         return "allowed" if role.gateway or role.group in (SERVICE, ADMIN) else "403"
+    if least == "replay":
+        return "allowed" if role.group == SERVICE else "403"
     return "allowed" if role.rank >= RANKS[least] else "403"
 
 
