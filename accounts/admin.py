@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.http import HttpRequest
 
-from accounts.models import ApiToken
+from accounts.models import ApiToken, ServiceBinding
 
 
 @admin.register(ApiToken)
@@ -13,3 +13,10 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         # Keys are shown once, so they are issued with `manage.py issue_token`.
         return False
+
+
+@admin.register(ServiceBinding)
+class ServiceBindingAdmin(admin.ModelAdmin):
+    list_display = ("user", "service", "created_at")
+    list_filter = ("service",)
+    search_fields = ("user__username", "service")

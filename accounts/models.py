@@ -44,3 +44,24 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
+
+
+class ServiceBinding(models.Model):
+    """A `service` user bound to a service of the fleet: its instances may read that
+    service's replay samples (personal data), and no other service's."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="service_bindings"
+    )
+    # A name, not a key: an instance is bound before its service is first registered.
+    service = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["user__username", "service"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "service"], name="one_binding_per_service")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} → {self.service}"

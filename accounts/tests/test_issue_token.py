@@ -65,3 +65,9 @@ def test_issue_token_gives_the_service_role_instead_of_the_others():
     issue("fleet", "--role", "viewer")
     user = User.objects.get(username="fleet")
     assert role_of(user) == "viewer" and not may_use_registry(user)
+
+
+def test_service_bindings_show_in_the_admin(admin_client):
+    issue("fleet", "--role", "service", "--service", "user-app", "--service", "order-app")
+    page = admin_client.get("/admin/accounts/servicebinding/").content.decode()
+    assert "fleet → user-app" in page and "fleet → order-app" in page

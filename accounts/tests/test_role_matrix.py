@@ -8,7 +8,8 @@ safe methods (default viewer), `write_role` for the others (default operator). T
 gateway endpoints (gateways/protocol/) take gateway tokens only; what the fleet reports
 (MayReportLifecycle) takes a `service` user, an admin or a gateway token; what instances
 report and people read (ServiceWritesPermission), a `service` user or an admin to write and
-a viewer to read. A new role is one
+a viewer to read; the replay samples (ServiceUserOnly) a `service` user alone (bound to the
+service, or 403). A new role is one
 more entry in ROLES; a new kind of path parameter, one more entry in PATH_OBJECTS.
 """
 
@@ -33,6 +34,7 @@ from policy.publishing import load_state
 from registry_sync.api_views import MayReportLifecycle
 from registry_sync.models import Instance, Registry, Service
 from releases.models import Release, ReleaseBundle, Webhook
+from traffic.replay_api import ServiceUserOnly
 
 GATEWAY_NAME = "edge"
 
@@ -101,7 +103,8 @@ def concrete(template: str, objects: dict) -> str:
 
 def least_role(method: str, path: str) -> str:
     """The least role the operation's view asks for, "gateway" for the gateway endpoints,
-    "fleet" for what instances and gateways report, `service` for what instances report."""
+    "fleet" for what instances and gateways report, `service` for what instances report,
+    "replay" for the replay samples."""
     view = resolve(path).func.cls  # type: ignore[attr-defined]
     if issubclass(view, GatewayEndpoint):
         return "gateway"
@@ -110,6 +113,8 @@ def least_role(method: str, path: str) -> str:
         return "fleet"
     if ServiceWritesPermission in permissions:
         return VIEWER if method in SAFE_METHODS else SERVICE
+    if ServiceUserOnly in permissions:
+        return "replay"
     assert RolePermission in permissions, (
         f"{method.upper()} {path}: {view.__name__} does not use RolePermission; "
         "teach this test its convention"
@@ -128,6 +133,8 @@ def expected(role: Role, least: str) -> str:
         return "allowed" if role.gateway or role.group in (SERVICE, ADMIN) else "403"
     if least == SERVICE:
         return "allowed" if role.group in (SERVICE, ADMIN) else "403"
+    if least == "replay":
+        return "allowed" if role.group == SERVICE else "403"
     return "allowed" if role.rank >= RANKS[least] else "403"
 
 

@@ -7,10 +7,11 @@ served by uvicorn with its lifespan on (`uvicorn.run(app, lifespan="on")`, or
 `uvicorn --lifespan on module:app`); `from_env` builds it from the environment for a Django
 project's `asgi.py` in one line.
 
-Startup: once the port answers, the warm-up callables run, then the replay warm-up calls the
-configured paths on the instance itself until N answer 2xx; only then is the instance
-registered (serving). Nobody routes to an instance the registry does not list, so no
-request meets a cold one.
+Startup: once the port answers, the warm-up callables run, then the replay warm-up sends
+recent sampled requests of its own service (`Replay(samples=SampleSource(...))`, from the
+dashboard), else the configured paths, to the instance itself until N answer 2xx; only
+then is the instance registered (serving). Nobody routes to an instance the registry does
+not list, so no request meets a cold one.
 
 Shutdown: SIGTERM (or SIGINT) is taken before uvicorn sees it. The instance is set
 `enabled=false` in the registry (its heartbeats go on, so the registry keeps it disabled
@@ -51,6 +52,13 @@ from dataplane.registry_client import (
 )
 
 from .lifecycle_report import LifecycleReporter
+from .replay_samples import (
+    MAX_SAMPLES,
+    SampleSource,
+    SamplesUnavailable,
+    WarmupRequest,
+    fixed_requests,
+)
 
 log = logging.getLogger(__name__)
 
@@ -106,13 +114,16 @@ class AppLifespan:
 
 @dataclass(frozen=True)
 class Replay:
-    """Replay warm-up: GET `paths` (in turn) on the instance itself until `successes` answer
-    2xx, for at most `timeout_s`; requests carry `X-Graylane-Warmup: true`."""
+    """Replay warm-up: send requests (in turn) to the instance itself until `successes`
+    answer 2xx, for at most `timeout_s`; they carry `X-Graylane-Warmup: true` and
+    `headers`. The requests: up to `samples.limit` recent sampled ones of the service
+    when `samples` is set and the dashboard has some, else GETs of `paths`."""
 
     paths: Sequence[str]
     successes: int = 10
     timeout_s: float = 30.0
     headers: Mapping[str, str] = field(default_factory=dict)
+    samples: SampleSource | None = None
 
 
 class Lifecycle:
@@ -235,12 +246,13 @@ class Lifecycle:
         self.state = "warming"
         began = time.monotonic()
         await self._warm_up()
-        replayed, complete = await self._replay() if self.replay else (0, True)
+        replayed, complete, source = await self._replay() if self.replay else (0, True, None)
         self._report(
             "warmed_up",
             warmup_s=round(time.monotonic() - began, 3),
             replayed=replayed,
             complete=complete,
+            source=source,
         )
         await self._register()
 
@@ -258,21 +270,38 @@ class Lifecycle:
             if inspect.isawaitable(result):
                 await result
 
-    async def _replay(self) -> tuple[int, bool]:
+    async def _replay_requests(self) -> tuple[list[WarmupRequest], str]:
+        """The sampled requests when there are some, else the configured paths (said once)."""
+        assert self.replay is not None
+        samples = self.replay.samples
+        if samples is None:
+            return fixed_requests(self.replay.paths), "paths"
+        try:
+            requests = await samples.fetch(self.service)
+            why = "no samples in the window"
+        except SamplesUnavailable as exc:
+            requests, why = [], f"samples unavailable: {exc}"
+        if requests:
+            return requests, "samples"
+        log.warning("replay warm-up of %s: %s; the configured paths instead", self.service, why)
+        return fixed_requests(self.replay.paths), "paths"
+
+    async def _replay(self) -> tuple[int, bool, str]:
         assert self.replay is not None
         replay = self.replay
-        headers = {**replay.headers, WARMUP_HEADER: "true"}
+        requests, source = await self._replay_requests()
         deadline = time.monotonic() + replay.timeout_s
         successes = attempt = 0
         base_url = f"http://{self._self_host}:{self.port}"
         async with httpx.AsyncClient(base_url=base_url, timeout=5.0) as client:
-            while successes < replay.successes and time.monotonic() < deadline:
-                path = replay.paths[attempt % len(replay.paths)]
+            while requests and successes < replay.successes and time.monotonic() < deadline:
+                request = requests[attempt % len(requests)]
                 attempt += 1
+                headers = {**replay.headers, **request.headers, WARMUP_HEADER: "true"}
                 try:
-                    response = await client.get(path, headers=headers)
+                    response = await client.request(request.method, request.path, headers=headers)
                 except httpx.HTTPError as exc:
-                    log.warning("replay warm-up %s: %r", path, exc)
+                    log.warning("replay warm-up %s %s: %r", request.method, request.path, exc)
                     await asyncio.sleep(0.1)
                     continue
                 if response.is_success:
@@ -286,7 +315,7 @@ class Lifecycle:
                 replay.successes,
                 replay.timeout_s,
             )
-        return successes, successes >= replay.successes
+        return successes, successes >= replay.successes, source
 
     async def _register(self) -> None:
         if self.registration is not None:
@@ -399,7 +428,18 @@ def from_env(
             port=port,
         )
     paths = [p for p in environ.get("GRAYLANE_WARMUP_PATHS", "").split(",") if p]
-    replay = Replay(paths, successes=int(environ.get("GRAYLANE_WARMUP_SUCCESSES", "10")))
+    samples = None
+    limit = min(int(environ.get("GRAYLANE_WARMUP_SAMPLES", "0")), MAX_SAMPLES)
+    if limit > 0 and environ.get("GRAYLANE_DASHBOARD_URL"):
+        # The instance's one credential: a service token, bound to the service to read
+        # its samples (`issue_token --service`).
+        token = environ.get("GRAYLANE_LIFECYCLE_TOKEN", "")
+        samples = SampleSource(environ["GRAYLANE_DASHBOARD_URL"], token, limit=limit)
+    replay = Replay(
+        paths,
+        successes=int(environ.get("GRAYLANE_WARMUP_SUCCESSES", "10")),
+        samples=samples,
+    )
     return Lifecycle(
         app,
         service=service,
@@ -409,7 +449,7 @@ def from_env(
         registry=registry,
         reporter=reporter,
         warmups=warmups,
-        replay=replay if paths else None,
+        replay=replay if paths or samples else None,
         drain_s=float(environ.get("GRAYLANE_DRAIN_S", DEFAULT_DRAIN_S)),
         graceful=environ.get("GRAYLANE_LIFECYCLE", "graceful") != "naive",
     )

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from dataplane.sdk.lifecycle import SHUTTING_DOWN_HEADER, Lifecycle, from_env
+from dataplane.sdk.replay_samples import SampleSource
 from testing.fakes.nacos_fake import FakeNacos
 from testing.processes import Process, free_port
 from testing.waiting import async_wait_until, wait_until
@@ -121,8 +122,18 @@ def test_from_env_configures_the_lifecycle():
     assert lifecycle.drain_s == 8.0 and lifecycle.graceful and lifecycle.reporter is None
     naive = from_env(app, environ={**environ, "GRAYLANE_LIFECYCLE": "naive"})
     assert not naive.graceful and naive.replay.paths
+    assert lifecycle.replay.samples is None  # samples only when asked for
     bare = {k: environ[k] for k in ("GRAYLANE_SERVICE", "GRAYLANE_VERSION", "GRAYLANE_PORT")}
     assert from_env(app, environ=bare).registry is None
+    sampled = {
+        **bare,
+        "GRAYLANE_DASHBOARD_URL": "http://127.0.0.1:8000",
+        "GRAYLANE_LIFECYCLE_TOKEN": "key",
+        "GRAYLANE_WARMUP_SAMPLES": "200",
+    }
+    replay = from_env(app, environ=sampled).replay  # no paths: the samples alone
+    assert replay.samples == SampleSource("http://127.0.0.1:8000", "key", limit=200)
+    assert replay.paths == [] and replay.successes == 10
 
 
 def run_lifespan(lifecycle) -> list[str]:
