@@ -61,6 +61,8 @@ def test_every_request_is_sampled_with_the_rule_headers_only(lab, two_versions, 
     assert by_user.latency_ms > 0
     (failed,) = samples_of(kept, "/user-app/x/fail", 1)
     assert failed.status == 500
+    exported = httpx.get(gateway.url + "/-/metrics").text
+    assert "graylane_gateway_samples_dropped_total 0.0" in exported
 
 
 def test_a_gateway_with_sampling_off_sends_nothing(lab, two_versions, kept):
@@ -73,3 +75,4 @@ def test_a_gateway_with_sampling_off_sends_nothing(lab, two_versions, kept):
     # The off gateway's reports (every second, as the on one's) had as long to arrive.
     time.sleep(1.5)
     assert samples_of(kept, "/user-app/off", 1, within=0) == []
+    assert "graylane_gateway_samples" not in httpx.get(off.url + "/-/metrics").text

@@ -7,22 +7,22 @@ from rest_framework import serializers
 from metrics.serializers import MAX_FUTURE_SECONDS, MAX_LATENCY_MS, StrictSerializer
 from traffic.samples import TrafficSample
 
-# A gateway sends the headers some rule names: a handful. More is not a sample of ours.
-MAX_HEADERS = 32
-MAX_HEADER_VALUE = 1024
-MAX_PATH = 8192
+# As large as the Python gateway lets a request head be (dataplane/gateway/limits.py): a
+# client's long header must not get a gateway's whole batch refused.
+MAX_HEADERS = 100
+MAX_TEXT = 8192
 
 
 class TrafficSampleSerializer(StrictSerializer):
     ts = serializers.FloatField(help_text="Epoch seconds the request arrived.")
     service = serializers.CharField(max_length=255)
     method = serializers.CharField(max_length=32)
-    path = serializers.CharField(max_length=MAX_PATH, trim_whitespace=False)
+    path = serializers.CharField(max_length=MAX_TEXT, trim_whitespace=False)
     ip = serializers.IPAddressField(help_text="The client IP the gray decision used.")
-    user = serializers.CharField(max_length=255, allow_null=True, required=False, default=None)
-    city = serializers.CharField(max_length=255, allow_null=True, required=False, default=None)
+    user = serializers.CharField(max_length=MAX_TEXT, allow_null=True, required=False, default=None)
+    city = serializers.CharField(max_length=MAX_TEXT, allow_null=True, required=False, default=None)
     headers = serializers.DictField(
-        child=serializers.CharField(max_length=MAX_HEADER_VALUE, allow_blank=True),
+        child=serializers.CharField(max_length=MAX_TEXT, allow_blank=True),
         required=False,
         default=dict,
         help_text="Only the request headers some rule names, names lower-case.",

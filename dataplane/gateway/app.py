@@ -16,7 +16,7 @@ from dataplane.gateway.options import Options
 from dataplane.gateway.proxy import ClientConnection, Context
 from dataplane.gateway.reporter import Reporter
 from dataplane.gateway.routing import RoutingTable
-from dataplane.gateway.sampling import Sampler
+from dataplane.gateway.sampling import Sampler, SamplerCollector
 from dataplane.gateway.upstream import UpstreamPool
 from routing_engine import CallerResolver
 
@@ -49,6 +49,8 @@ async def serve(options: Options) -> None:
     metrics = Metrics()
     sampling = options.samples and options.sample_rate > 0 and options.sample_cap > 0
     sampler = Sampler(options.sample_rate, options.sample_cap) if sampling else None
+    if sampler is not None:
+        metrics.registry.register(SamplerCollector(sampler))
     context = Context(
         table=None,
         pool=UpstreamPool(

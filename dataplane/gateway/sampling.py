@@ -13,13 +13,18 @@ from __future__ import annotations
 import random
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 # Samples waiting to be sent: a minute at the default cap, then the oldest go.
 BUFFER = 12_000
-# Samples in one POST: under the dashboard's METRICS_MAX_SAMPLES (1000) and body size.
+# One POST: at most so many samples and about so many bytes, under the dashboard's
+# METRICS_MAX_SAMPLES (1000) and METRICS_MAX_BODY_BYTES (256 KiB). A request head may be
+# 72 KiB, so one sample always fits.
 BATCH = 500
+BATCH_BYTES = 160 * 1024
 
 
 class Sampler:
@@ -59,7 +64,14 @@ class Sampler:
     def take(self) -> list[dict[str, Any]]:
         """The oldest waiting samples, at most a batch."""
         waiting = self.waiting
-        return [waiting.popleft() for _ in range(min(BATCH, len(waiting)))]
+        batch: list[dict[str, Any]] = []
+        size = 0
+        while waiting and len(batch) < BATCH:
+            size += _size(waiting[0])
+            if batch and size > BATCH_BYTES:
+                break
+            batch.append(waiting.popleft())
+        return batch
 
     def put_back(self, batch: list[dict[str, Any]]) -> None:
         """A batch the dashboard did not take, to be sent again: before the samples that
@@ -70,3 +82,28 @@ class Sampler:
         kept = batch[len(batch) - room :] if room < len(batch) else batch
         self.dropped += len(batch) - len(kept)
         waiting.extendleft(reversed(kept))
+
+
+def _size(sample: dict[str, Any]) -> int:
+    """About the bytes of the sample's JSON: its texts, and room for the rest."""
+    texts = (sample["path"], sample["user"] or "", sample["city"] or "", *sample["headers"])
+    return 200 + sum(map(len, texts)) + sum(map(len, sample["headers"].values()))
+
+
+class SamplerCollector:
+    """The sampler's buffer in the gateway's Prometheus text (/-/metrics)."""
+
+    def __init__(self, sampler: Sampler):
+        self.sampler = sampler
+
+    def collect(self) -> Iterator:
+        yield GaugeMetricFamily(
+            "graylane_gateway_samples_waiting",
+            "Sampled requests waiting to be sent to the dashboard.",
+            value=len(self.sampler.waiting),
+        )
+        yield CounterMetricFamily(
+            "graylane_gateway_samples_dropped",
+            "Sampled requests dropped unsent: the buffer was full.",
+            value=self.sampler.dropped,
+        )

@@ -2,11 +2,16 @@ import json
 
 import httpx
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from dataplane.gateway.metrics import Metrics
 from dataplane.gateway.options import parse
 from dataplane.gateway.reporter import SAMPLES_PATH, Reporter
-from dataplane.gateway.sampling import BATCH, Sampler
+from dataplane.gateway.sampling import BATCH, Sampler, SamplerCollector
+
+
+def entry(n) -> dict:
+    return {"n": n, "path": "/user-app/hello", "user": None, "city": None, "headers": {}}
 
 
 def test_the_rate_and_the_cap_bound_what_is_sampled():
@@ -25,15 +30,20 @@ def test_the_rate_and_the_cap_bound_what_is_sampled():
 def test_a_full_buffer_drops_the_oldest_and_counts_them():
     sampler = Sampler(rate=1.0, cap=10, buffer=3)
     for n in range(5):
-        sampler.record({"n": n})
+        sampler.record(entry(n))
     assert [s["n"] for s in sampler.waiting] == [2, 3, 4]
     assert sampler.dropped == 2
     batch = sampler.take()
-    sampler.record({"n": 5})
-    sampler.record({"n": 6})
+    sampler.record(entry(5))
+    sampler.record(entry(6))
     sampler.put_back(batch)  # room for one of the three: the newest of them stays
     assert [s["n"] for s in sampler.waiting] == [4, 5, 6]
     assert sampler.dropped == 4
+    registry = CollectorRegistry()
+    registry.register(SamplerCollector(sampler))
+    exported = generate_latest(registry).decode()
+    assert "graylane_gateway_samples_waiting 3.0" in exported
+    assert "graylane_gateway_samples_dropped_total 4.0" in exported
 
 
 def test_the_options_turn_sampling_off_or_set_it():
@@ -58,7 +68,7 @@ async def test_samples_the_dashboard_could_not_take_are_sent_again_and_refused_o
 
     sampler = Sampler(rate=1.0, cap=10)
     for n in range(BATCH + 1):
-        sampler.record({"n": n})
+        sampler.record(entry(n))
     async with httpx.AsyncClient(
         transport=httpx.MockTransport(dashboard), base_url="http://dashboard"
     ) as client:
@@ -69,8 +79,18 @@ async def test_samples_the_dashboard_could_not_take_are_sent_again_and_refused_o
         assert len(sampler.waiting) == BATCH + 1
         await reporter.report_samples(sampler)  # two batches taken
         assert not sampler.waiting
-        sampler.record({"n": "bad"})
+        sampler.record(entry("bad"))
         await reporter.report_samples(sampler)  # 400: dropped, not sent again
         assert not sampler.waiting
     assert [len(batch) for batch in posted] == [BATCH, BATCH, 1, 1]
     assert posted[0] == posted[1]
+
+
+def test_a_batch_stays_under_the_dashboards_body_limit():
+    sampler = Sampler(rate=1.0, cap=10)
+    long = {"path": "/user-app/" + "x" * 8000, "user": None, "city": None, "headers": {}}
+    for _ in range(50):
+        sampler.record(long)
+    batches = [sampler.take() for _ in range(3)]
+    assert [len(batch) for batch in batches] == [19, 19, 12]
+    assert all(len(json.dumps({"samples": batch})) < 256 * 1024 for batch in batches)
