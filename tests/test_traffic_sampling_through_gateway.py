@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from traffic import store as stores
+from traffic.tests.conftest import BACKENDS, drop, make_store
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -17,11 +18,13 @@ def server(live_server):
     return live_server
 
 
-@pytest.fixture
-def kept(monkeypatch):
-    fresh = stores.MemorySampleStore()
+@pytest.fixture(params=BACKENDS)
+def kept(request, monkeypatch):
+    """The dashboard's sample store: memory, then (with REDIS_URL) Redis."""
+    fresh = make_store(request.param)
     monkeypatch.setattr(stores, "_configured", fresh)
-    return fresh
+    yield fresh
+    drop(fresh)
 
 
 def get(gateway, path, **headers) -> httpx.Response:
