@@ -74,3 +74,16 @@ def test_replicas_share_the_redis_window(bounded):
     other.accept([sample(now - 1)], now=now)
     assert [s.ts for s in one.window(now=now)] == [now - 30, now - 1]
     assert [s.ts for s in one.window(now=now + 40)] == [now - 1]
+
+
+@pytest.mark.parametrize("backend", [BACKENDS[1]])
+def test_the_copies_a_process_read_from_redis_leave_with_the_window(bounded):
+    kept = bounded(window_seconds=60)
+    assert isinstance(kept, RedisSampleStore)
+    now = time.time()
+    kept.accept([sample(now)], now=now)
+    assert len(kept.window("user-app", now=now)) == 1
+    assert kept._read
+    # Another service read after the window: user-app's copy goes too.
+    assert kept.window("order-app", now=now + 61) == []
+    assert not kept._read
