@@ -49,4 +49,5 @@ urlpatterns = [
     *router.urls,
     path("", include("gateways.api_urls")),
     path("", include("metrics.api_urls")),
+    path("", include("traffic.api_urls")),
 ]

@@ -414,6 +414,13 @@ if METRICS_SOURCE not in ("rollups", "prometheus"):
     raise ImproperlyConfigured(f"METRICS_SOURCE={METRICS_SOURCE!r}: use rollups or prometheus.")
 if _refusal := OUTBOUND_POLICY.url_refusal(PROMETHEUS_URL):
     raise ImproperlyConfigured(f"PROMETHEUS_URL={PROMETHEUS_URL!r}: {_refusal}")
+# Sampled requests (traffic/): what gateways send for previews and replays. Personal data
+# (client IP, user): kept for TRAFFIC_SAMPLES_WINDOW_S at most, in Redis when REDIS_URL is
+# set (shared by replicas), else in this process; never in the database.
+TRAFFIC_SAMPLES = env_bool("TRAFFIC_SAMPLES", True)
+TRAFFIC_SAMPLES_WINDOW_S = env_int("TRAFFIC_SAMPLES_WINDOW_S", 900, minimum=1)
+TRAFFIC_SAMPLES_MAX = env_int("TRAFFIC_SAMPLES_MAX", 1_000_000, minimum=1)
+TRAFFIC_SAMPLES_PER_SERVICE = env_int("TRAFFIC_SAMPLES_PER_SERVICE", 200_000, minimum=1)
 # Events one /ws/live/ socket may have waiting before it is dropped as too slow.
 LIVE_CLIENT_QUEUE = env_int("LIVE_CLIENT_QUEUE", 256, minimum=1)
 

@@ -1,5 +1,5 @@
-"""The gateway process: the proxy's server, its configuration client, the metric reporter
-and the housekeeping (the upstream pool's idle connections, the heap's free memory), on one
+"""The gateway process: the proxy's server, its configuration client, the metric and sample
+reporter and the housekeeping (the upstream pool's idle connections, the heap's free memory), on one
 uvloop event loop."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataplane.gateway.options import Options
 from dataplane.gateway.proxy import ClientConnection, Context
 from dataplane.gateway.reporter import Reporter
 from dataplane.gateway.routing import RoutingTable
+from dataplane.gateway.sampling import Sampler, SamplerCollector
 from dataplane.gateway.upstream import UpstreamPool
 from routing_engine import CallerResolver
 
@@ -46,6 +47,10 @@ def admin_pages(metrics: Metrics):
 async def serve(options: Options) -> None:
     loop = asyncio.get_running_loop()
     metrics = Metrics()
+    sampling = options.samples and options.sample_rate > 0 and options.sample_cap > 0
+    sampler = Sampler(options.sample_rate, options.sample_cap) if sampling else None
+    if sampler is not None:
+        metrics.registry.register(SamplerCollector(sampler))
     context = Context(
         table=None,
         pool=UpstreamPool(
@@ -59,6 +64,7 @@ async def serve(options: Options) -> None:
         request_timeout=options.request_timeout,
         idle_timeout=options.idle_timeout,
         admin=admin_pages(metrics),
+        sampler=sampler,
     )
 
     def install(table: RoutingTable) -> None:
@@ -84,6 +90,7 @@ async def serve(options: Options) -> None:
             metrics=metrics,
             name=lambda: config.name,
             interval=options.metrics_interval,
+            sampler=sampler,
         )
         await config.load_cache()
         server = await loop.create_server(

@@ -8,7 +8,21 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from dataplane.cli import env_option, gateway_options, positive
+from dataplane.cli import boolean, env_option, gateway_options, positive
+
+
+def share(value: str) -> float:
+    number = float(value)
+    if not 0 <= number <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {value!r}")
+    return number
+
+
+def count(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 0, got {value!r}")
+    return number
 
 
 @dataclass(frozen=True)
@@ -31,6 +45,10 @@ class Options:
     eject_seconds: float
     prod_fallback: bool
     log_level: str
+    # Sampled requests for the dashboard (sampling.py): off, or this share, at most cap/s.
+    samples: bool = True
+    sample_rate: float = 0.1
+    sample_cap: int = 200
 
 
 def default_cache_file(port: int) -> Path:
@@ -83,6 +101,27 @@ def parse(argv: list[str] | None = None, environ=os.environ) -> Options:
         "10",
         type=positive,
     )
+    option(
+        "--samples",
+        "GATEWAY_SAMPLES",
+        "send sampled requests (the attributes rules read, status, latency) to the dashboard",
+        "true",
+        type=boolean,
+    )
+    option(
+        "--sample-rate",
+        "GATEWAY_SAMPLE_RATE",
+        "the share of requests sampled, from 0 to 1",
+        "0.1",
+        type=share,
+    )
+    option(
+        "--sample-cap",
+        "GATEWAY_SAMPLE_CAP",
+        "most requests sampled per second",
+        "200",
+        type=count,
+    )
     args = parser.parse_args(argv)
     # argparse passes string defaults (here: from the environment) through `type` too.
     host, port = args.listen
@@ -106,4 +145,7 @@ def parse(argv: list[str] | None = None, environ=os.environ) -> Options:
         eject_seconds=args.eject_seconds,
         prod_fallback=args.prod_fallback,
         log_level=args.log_level.upper(),
+        samples=args.samples,
+        sample_rate=args.sample_rate,
+        sample_cap=args.sample_cap,
     )

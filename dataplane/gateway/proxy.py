@@ -55,6 +55,7 @@ from dataplane.gateway.limits import (
 from dataplane.gateway.metrics import Metrics
 from dataplane.gateway.replay import KeptBody, ReplayBudget
 from dataplane.gateway.routing import Instance, RoutingTable, Service
+from dataplane.gateway.sampling import Sampler
 from dataplane.gateway.upstream import (
     BrokeBeforeAnswer,
     ConnectFailed,
@@ -104,6 +105,7 @@ class Context:
     # (path) -> (status, content type, body) for the gateway's own pages, or None.
     admin: Callable[[bytes, RoutingTable | None], tuple[int, bytes, bytes] | None]
     replay: ReplayBudget = field(default_factory=ReplayBudget)
+    sampler: Sampler | None = None  # None: sampling is off
 
 
 def _frame_chunk(data: bytes) -> bytes:
@@ -182,6 +184,7 @@ class Exchange:
         "lane",
         "status",
         "failed",
+        "sample",
     )
 
     def __init__(
@@ -245,6 +248,8 @@ class Exchange:
         self.lane: str | None = None  # of a GRAY request, for its metrics
         self.status = 0
         self.failed = False
+        # A sampled request's attributes (sampling.py), completed when it is finished.
+        self.sample: dict | None = None
 
     # The request body, as the client sends it.
     def body(self, data: bytes) -> None:
@@ -697,6 +702,19 @@ class ClientConnection(asyncio.Protocol):
         decide = service.decide or table.matcher.decide
         decision = decide(decide_on, ip=client_ip, city=city or "")
         exchange.lane = decision.lane
+        sampler = self.context.sampler
+        if sampler is not None and sampler.wants():
+            exchange.sample = {
+                "ts": round(time.time(), 3),
+                "service": exchange.service,
+                "method": exchange.method.decode("latin-1"),
+                "path": exchange.url.partition(b"?")[0].decode("latin-1"),
+                "ip": client_ip,
+                "user": decide_on.get(table.user_header) or None,
+                "city": city or None,
+                # What the decision read: the headers some rule names, no other.
+                "headers": decide_on,
+            }
         key = decision.lane or decision.flag  # routing.route_key
         route = table.routes[key]
         trusted = self.peer_trusted
@@ -854,13 +872,15 @@ class ClientConnection(asyncio.Protocol):
         now = self.loop.time()
         if exchange.service:
             error = exchange.failed or exchange.status >= 500
+            latency_ms = (time.perf_counter() - exchange.started) * 1000
             self.context.metrics.record(
-                exchange.service,
-                exchange.metric_version,
-                error,
-                (time.perf_counter() - exchange.started) * 1000,
-                exchange.lane,
+                exchange.service, exchange.metric_version, error, latency_ms, exchange.lane
             )
+            sample = exchange.sample
+            if sample is not None and self.context.sampler is not None:
+                sample["status"] = exchange.status
+                sample["latency_ms"] = round(latency_ms, 3)
+                self.context.sampler.record(sample)
         if not exchange.body_done:
             exchange.keep_alive = False  # the rest of its body would be read as a request
         if self.queue and self.queue[0] is exchange:

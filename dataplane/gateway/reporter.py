@@ -1,7 +1,10 @@
-"""Sending the per-second metric samples to the dashboard (`POST /api/v1/metrics/`).
+"""Sending the per-second metric samples to the dashboard (`POST /api/v1/metrics/`), and the
+sampled requests (`POST /api/v1/traffic-samples/`, sampling.py) on the same loop and client.
 
-Samples are not kept for later: a window the dashboard did not take is dropped, so a long
-outage costs no memory. A dashboard without the endpoint (404) or one that cannot be
+Metric samples are not kept for later: a window the dashboard did not take is dropped, so a
+long outage costs no memory. Sampled requests the dashboard could not take (unreachable, or
+a 5xx) are sent again, as long as the sampler's bounded buffer keeps them; those it refused
+(another 4xx) are dropped. A dashboard without an endpoint (404) or one that cannot be
 reached is logged once when it starts, not every second.
 """
 
@@ -14,9 +17,16 @@ from collections.abc import Callable
 import httpx
 
 from dataplane.gateway.metrics import Metrics
+from dataplane.gateway.sampling import Sampler
 
 log = logging.getLogger(__name__)
 METRICS_PATH = "/api/v1/metrics/"
+SAMPLES_PATH = "/api/v1/traffic-samples/"
+# Per path: what is sent, what becomes of it when it is not taken, the endpoint's name.
+_TOLD = {
+    METRICS_PATH: ("Metric samples", "are dropped", "metrics"),
+    SAMPLES_PATH: ("Sampled requests", "are not taken", "traffic-samples"),
+}
 
 
 class Reporter:
@@ -27,39 +37,62 @@ class Reporter:
         metrics: Metrics,
         name: Callable[[], str | None],
         interval: float,
+        sampler: Sampler | None = None,
     ):
         self.client = client
         self.metrics = metrics
         self.name = name
         self.interval = interval
-        self._trouble: str | None = None  # what was logged last, not logged again
+        self.sampler = sampler
+        # Per path, what was logged last, not logged again.
+        self._trouble: dict[str, str | None] = {METRICS_PATH: None, SAMPLES_PATH: None}
 
     async def run(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
             await self.report()
+            if self.sampler is not None:
+                await self.report_samples(self.sampler)
 
     async def report(self) -> None:
         samples = self.metrics.flush()
         name = self.name()
         if not samples or name is None:
             return
-        try:
-            response = await self.client.post(
-                METRICS_PATH, json={"gateway": name, "samples": samples}, timeout=5
-            )
-        except httpx.HTTPError as exc:
-            self._troubled(f"the dashboard cannot be reached ({type(exc).__name__})")
-            return
-        if response.status_code == 404:
-            self._troubled("the dashboard has no metrics endpoint (404)")
-        elif response.status_code >= 300:
-            self._troubled(f"the dashboard answered {response.status_code}: {response.text[:200]}")
-        elif self._trouble is not None:
-            log.info("Metric reports are taken again.")
-            self._trouble = None
+        await self._post(METRICS_PATH, {"gateway": name, "samples": samples})
 
-    def _troubled(self, reason: str) -> None:
-        if reason != self._trouble:
-            log.warning("Metric samples are dropped: %s.", reason)
-            self._trouble = reason
+    async def report_samples(self, sampler: Sampler) -> None:
+        """Send what waits, a batch at a time, until the dashboard does not take one."""
+        name = self.name()
+        while name is not None and sampler.waiting:
+            batch = sampler.take()
+            status = await self._post(SAMPLES_PATH, {"gateway": name, "samples": batch})
+            if status is None or status >= 500:
+                sampler.put_back(batch)
+                return
+            if status >= 300:
+                return
+
+    async def _post(self, path: str, body: dict) -> int | None:
+        """The dashboard's status, or None when it could not be reached."""
+        try:
+            response = await self.client.post(path, json=body, timeout=5)
+        except httpx.HTTPError as exc:
+            self._troubled(path, f"the dashboard cannot be reached ({type(exc).__name__})")
+            return None
+        if response.status_code == 404:
+            self._troubled(path, f"the dashboard has no {_TOLD[path][2]} endpoint (404)")
+        elif response.status_code >= 300:
+            self._troubled(
+                path, f"the dashboard answered {response.status_code}: {response.text[:200]}"
+            )
+        elif self._trouble[path] is not None:
+            log.info("%s are taken again.", _TOLD[path][0])
+            self._trouble[path] = None
+        return response.status_code
+
+    def _troubled(self, path: str, reason: str) -> None:
+        if reason != self._trouble[path]:
+            what, fate, _ = _TOLD[path]
+            log.warning("%s %s: %s.", what, fate, reason)
+            self._trouble[path] = reason

@@ -105,6 +105,7 @@ class RoutingTable:
     checksum: str
     matcher: GrayMatcher
     city_header: str  # lower-case
+    user_header: str  # lower-case
     # Request headers the decision reads (lower-case): every lane's header rule's, the city
     # header and the user header.
     decision_headers: frozenset[bytes]
@@ -210,6 +211,7 @@ class RoutingTable:
             checksum=str(document.get("checksum", "")),
             matcher=matcher,
             city_header=policy["city_header"].lower(),
+            user_header=policy["user_header"].lower(),
             decision_headers=decision_headers,
             services=services,
             routes=routes,
