@@ -9,7 +9,6 @@ from policy import api_views as policy_api
 from registry_sync import api_views as registry_api
 from releases import api_views as releases_api
 from releases import webhook_views
-from traffic import replay_api
 
 router = SimpleRouter()
 router.register("revisions", policy_api.RevisionViewSet, basename="revision")
@@ -34,7 +33,6 @@ urlpatterns = [
         name="service-quarantine",
     ),
     path("call-edges/", call_graph_api.CallEdgesView.as_view(), name="call-edges"),
-    path("traffic-samples/replay/", replay_api.ReplayView.as_view(), name="traffic-replay"),
     path("lifecycle/", registry_api.LifecycleReportView.as_view(), name="lifecycle"),
     path(
         "services/<path:name>/lifecycle/",
