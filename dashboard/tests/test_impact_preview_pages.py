@@ -8,7 +8,7 @@ import pytest
 from dashboard.forms import LaneForm, PolicyForm
 from policy.documents import policy_of
 from policy.publishing import load_state
-from policy.services import update_policy
+from policy.services import create_lane, update_policy
 from registry_sync.models import Instance, Service
 from traffic import store as store_module
 from traffic.samples import TrafficSample
@@ -110,3 +110,14 @@ def test_the_new_lane_preview_shows_its_impact(operator_client, traffic):
     page = text(operator_client.post("/lanes/new/", data).content.decode())
     assert "moves 10 % of user-app requests (1 user) to V3" in page
     assert "lane beta: header `x-lane: beta` matched nothing in 15 minutes" in page
+
+
+def test_moving_the_gray_lane_first_shows_who_it_takes(operator_client, traffic):
+    update_policy({**LIVE, "users": ["1001", "u3"]}, partial=False, actor="bob", source="api",
+                  expected_revision=None)  # fmt: skip
+    create_lane("beta", {"priority": 10, "match": {"users": ["u3"]},
+                         "members": {"user-app": "V3"}}, actor="bob", source="api")  # fmt: skip
+    data = {"revision": load_state().revision, "priority": 5, "comment": "", "action": "preview"}
+    page = text(operator_client.post("/lanes/gray/edit/", data).content.decode())
+    # u3 is in both lanes: in beta (V3) while it comes first, in gray (V2) once gray does.
+    assert "moves 10 % of user-app requests (1 user) to V2" in page
