@@ -18,9 +18,11 @@ from policy.change_control import DraftPending, Frozen
 from policy.models import PolicyState, Revision
 from policy.publishing import PublishResult, StaleRevision, load_state
 from routing_engine import PolicyError, diff_documents, rebase_policy
+from traffic.impact import preview
 
 from .draft_views import notify_held
 from .forms import PublishForm
+from .impact import impact_lines
 
 F = TypeVar("F", bound=PublishForm)
 
@@ -75,6 +77,10 @@ class Editor(ABC, Generic[F]):
         """What else the page's template shows."""
         return {}
 
+    def draft(self, proposed: dict[str, Any], document: dict[str, Any]) -> dict[str, Any] | None:
+        """`document` as the proposal would make it, for the impact preview (None: none)."""
+        return None
+
 
 def edit(request: HttpRequest, editor: Editor[F]) -> HttpResponse:
     state = load_state()
@@ -117,9 +123,11 @@ def edit(request: HttpRequest, editor: Editor[F]) -> HttpResponse:
     if form.cleaned_data["revision"] != state.revision:
         return _conflict(request, editor, form, state, proposed)
     diff = diff_documents(editor.current(state.document), proposed)
+    draft = editor.draft(proposed, state.document)
     if editor.shows_proposal:
         form = _form_showing(editor, proposed, state.revision, form.cleaned_data["comment"])
-    return _page(request, editor, state, form, diff=diff)
+    impact = None if draft is None else impact_lines(preview(state, draft))
+    return _page(request, editor, state, form, diff=diff, impact=impact)
 
 
 def _form_showing(editor: Editor[F], value: dict[str, Any], revision: int, comment: str) -> F:
@@ -176,12 +184,14 @@ def _page(
     diff: list[dict[str, Any]] | None = None,
     conflict: PolicyState | None = None,
     clashes: list[str] | None = None,
+    impact: list[str] | None = None,
 ) -> HttpResponse:
     context = {
         "state": state,
         "form": form,
         "invalid": form.is_bound and not form.is_valid(),
         "diff": diff,
+        "impact": impact,
         "conflict": conflict,
         "clashes": clashes or [],
         **editor.context(state, form),

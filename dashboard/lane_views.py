@@ -25,8 +25,9 @@ from policy.lanes import (
     routing_of,
 )
 from policy.models import PolicyState
+from policy.proposals import draft_document
 from policy.publishing import PublishResult, StaleRevision, load_state
-from policy.services import create_lane, delete_lane, lane_rows, update_lane
+from policy.services import create_lane, delete_lane, lane_rows, update_lane, with_lane
 from registry_sync.models import Service
 from registry_sync.services import known_versions
 from routing_engine import diff_documents
@@ -157,6 +158,9 @@ class LaneEditor(Editor[LaneForm]):
     def propose(self, form: LaneForm, document: dict[str, Any]) -> dict[str, Any]:
         return normalize_lane(form.lane_data())
 
+    def draft(self, proposed: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
+        return draft_document(document, lanes=[{"name": self.name, **proposed}])
+
     def publish(self, form: LaneForm, actor: str) -> PublishResult:
         return update_lane(
             self.name,
@@ -201,6 +205,9 @@ class NewLaneEditor(Editor[NewLaneForm]):
         name = form.cleaned_data["name"]
         return {"name": name, **checked_new_lane(name, form.lane_data(), lanes_of(document))}
 
+    def draft(self, proposed: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
+        return draft_document(document, lanes=[proposed])
+
     def publish(self, form: NewLaneForm, actor: str) -> PublishResult:
         return create_lane(
             form.cleaned_data["name"],
@@ -234,6 +241,9 @@ class GrayLaneEditor(Editor[GrayLanePlaceForm]):
 
     def propose(self, form: GrayLanePlaceForm, document: dict[str, Any]) -> dict[str, Any]:
         return {"priority": normalize_lane({"priority": form.cleaned_data["priority"]})["priority"]}
+
+    def draft(self, proposed: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
+        return with_lane(document, GRAY_LANE, proposed, partial=True, actor="")
 
     def publish(self, form: GrayLanePlaceForm, actor: str) -> PublishResult:
         return update_lane(

@@ -22,6 +22,7 @@ from policy.change_control import DraftPending, Frozen, set_protected
 from policy.documents import policy_of
 from policy.lanes import LaneInUse, gray_priority_of
 from policy.models import PolicyState, Revision
+from policy.proposals import draft_document
 from policy.publishing import PublishResult, load_state
 from policy.services import (
     lift_quarantine,
@@ -115,6 +116,9 @@ class PolicyEditor(Editor[PolicyForm]):
 
     def context(self, state: PolicyState, form: PolicyForm) -> dict[str, Any]:
         return {"gray_priority": gray_priority_of(state.document)}
+
+    def draft(self, proposed: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
+        return draft_document(document, policy=proposed)
 
     def publish(self, form: PolicyForm, actor: str) -> PublishResult:
         return update_policy(

@@ -19,6 +19,7 @@ from policy.documents import policy_of
 from policy.freezes import AlreadyOver, create_freeze, end_freeze
 from policy.lanes import LaneInUse
 from policy.models import Freeze, PolicyDraft, PolicyState, Revision
+from policy.proposals import NOT_LANE_FIELDS, NOT_POLICY_FIELDS
 from policy.publishing import StaleRevision, load_state
 from policy.serializers import (
     DraftDecisionSerializer,
@@ -109,9 +110,6 @@ def stale_response(state: PolicyState) -> Response:
         **policy_payload(state),
     }
     return with_etag(Response(body, status=status.HTTP_412_PRECONDITION_FAILED), state)
-
-
-NOT_POLICY_FIELDS = {"revision", "comment", "updated_at", "updated_by", "freeze_override"}
 
 
 class PolicyView(APIView):
@@ -286,17 +284,6 @@ class ServiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
 
 
 # -- lanes ------------------------------------------------------------------------------------
-
-# What a GET answers beside the lane's own fields: sent back, they are not part of the lane.
-NOT_LANE_FIELDS = {
-    "name",
-    "builtin",
-    "updated_at",
-    "updated_by",
-    "comment",
-    "revision",
-    "freeze_override",
-}
 
 
 def _lane_body(request: Request) -> tuple[dict, str, Any]:

@@ -50,15 +50,8 @@ def update_policy(
 ) -> PublishResult:
     """Replace (or, `partial`, merge-patch) the gray policy. Raises PolicyError with field
     messages, or StaleRevision when `expected_revision` is not the live one."""
-
-    def change(document: dict[str, Any]) -> dict[str, Any]:
-        current = policy_of(document)
-        policy = normalize_policy(merge_patch(current, data) if partial else data)
-        check_overrides_still_valid(policy, document["services"], current)
-        return {**document, **document_from_policy(policy, document["services"])}
-
     return publish(
-        change,
+        lambda document: with_policy(document, data, partial=partial),
         actor=actor,
         source=source,
         action="policy.update",
@@ -68,6 +61,14 @@ def update_policy(
         comment=comment,
         control=Control(freeze_override=freeze_override),
     )
+
+
+def with_policy(document: dict[str, Any], data: Any, *, partial: bool) -> dict[str, Any]:
+    """`document` with its gray policy replaced (or merge-patched) by `data`; PolicyError."""
+    current = policy_of(document)
+    policy = normalize_policy(merge_patch(current, data) if partial else data)
+    check_overrides_still_valid(policy, document["services"], current)
+    return {**document, **document_from_policy(policy, document["services"])}
 
 
 def set_service_versions(
@@ -154,14 +155,8 @@ def create_lane(
     freeze_override: str = "",
 ) -> PublishResult:
     """A new lane (not `gray`); PolicyError with field messages, StaleRevision."""
-
-    def change(document: dict[str, Any]) -> dict[str, Any]:
-        lanes = lanes_of(document)
-        lanes[str(name)] = stamped(None, checked_new_lane(name, data, lanes), actor)
-        return with_lanes(document, lanes, gray_priority_of(document))
-
     return publish(
-        change,
+        lambda document: with_new_lane(document, name, data, actor),
         actor=actor,
         source=source,
         action="lane.create",
@@ -187,20 +182,8 @@ def update_lane(
     """Replace (or, `partial`, merge-patch) a lane. The gray lane is the policy: its match
     and `enabled` are the policy's, its members the services' gray versions, percent and
     targeted, its priority the document's `gray_priority`. LookupError: no such lane."""
-
-    def change(document: dict[str, Any]) -> dict[str, Any]:
-        if name == GRAY_LANE:
-            return _gray_lane_changed(document, data, partial=partial)
-        lanes = lanes_of(document)
-        if name not in lanes:
-            raise LookupError(name)
-        before = lanes[name]
-        lane = normalize_lane(merge_lane_patch(routing_of(before), data) if partial else data)
-        lanes[name] = stamped(before, lane, actor)
-        return with_lanes(document, lanes, gray_priority_of(document))
-
     return publish(
-        change,
+        lambda document: with_lane(document, name, data, partial=partial, actor=actor),
         actor=actor,
         source=source,
         action="lane.update",
@@ -210,6 +193,29 @@ def update_lane(
         comment=comment,
         control=Control(freeze_override=freeze_override),
     )
+
+
+def with_new_lane(document: dict[str, Any], name: Any, data: dict, actor: str) -> dict[str, Any]:
+    """`document` with a new lane `name` (not `gray`); PolicyError with field messages."""
+    lanes = lanes_of(document)
+    lanes[str(name)] = stamped(None, checked_new_lane(name, data, lanes), actor)
+    return with_lanes(document, lanes, gray_priority_of(document))
+
+
+def with_lane(
+    document: dict[str, Any], name: str, data: Any, *, partial: bool, actor: str
+) -> dict[str, Any]:
+    """`document` with lane `name` replaced (or merge-patched) by `data` (see update_lane);
+    PolicyError, LookupError when there is no such lane."""
+    if name == GRAY_LANE:
+        return _gray_lane_changed(document, data, partial=partial)
+    lanes = lanes_of(document)
+    if name not in lanes:
+        raise LookupError(name)
+    before = lanes[name]
+    lane = normalize_lane(merge_lane_patch(routing_of(before), data) if partial else data)
+    lanes[name] = stamped(before, lane, actor)
+    return with_lanes(document, lanes, gray_priority_of(document))
 
 
 def _gray_lane_changed(document: dict[str, Any], data: Any, *, partial: bool) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """What the gateway would do for a request, computed with the gateway's own engine."""
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -35,14 +35,23 @@ def matcher_for(state: PolicyState) -> GrayMatcher:
     key = (state.revision, state.updated_at)
     matcher = _matchers.get(key)
     if matcher is None:
-        document = state.document
-        lanes = {name: routing_of(lane) for name, lane in lanes_of(document).items()}
-        matcher = GrayMatcher(
-            document["gray"], document["services"], lanes, gray_priority_of(document)
-        )
+        matcher = compile_matcher(state.document)
         _matchers.clear()
         _matchers[key] = matcher
     return matcher
+
+
+def compile_matcher(document: dict[str, Any]) -> GrayMatcher:
+    """The gateway's matcher of `document` (the live one, or a draft)."""
+    lanes = {name: routing_of(lane) for name, lane in lanes_of(document).items()}
+    return GrayMatcher(document["gray"], document["services"], lanes, gray_priority_of(document))
+
+
+def caller_city(document: dict[str, Any], headers: Mapping[str, str], ip: str | None) -> str | None:
+    """The city a gateway finds for a request (lower-case `headers`) through a trusted proxy:
+    the city header's, else GeoIP's for `ip`."""
+    city_header = headers.get(document["gray"]["city_header"].lower())
+    return caller_resolver().city(ip, city_header, trusted=True)
 
 
 def simulate(
@@ -64,8 +73,7 @@ def simulate(
     headers = lower_headers(headers or {})
     document = state.document
     if city is None:
-        city_header = headers.get(document["gray"]["city_header"].lower())
-        city = caller_resolver().city(ip, city_header, trusted=True)
+        city = caller_city(document, headers, ip)
     matcher = matcher_for(state)
     entry = path[0] if path else service
     decide = matcher.for_service(entry) if entry else matcher.decide
@@ -83,22 +91,28 @@ def simulate(
         return result
     services = path or [entry]
     # One read of the instances for the whole path (a query per hop cost the most).
-    instances: dict[str, list[dict[str, Any]]] = {name: [] for name in services}
-    for row in Instance.objects.filter(service__name__in=services).values(
-        "service__name", "id", "instance_id", "host", "port", "version", "state", "weight"
-    ):
-        fields: dict[str, Any] = dict(row)
-        instances[fields.pop("service__name")].append(fields)
-    hops = [_hop(document, name, decision, instances[name]) for name in services]
+    instances = instances_of(services)
+    hops = [hop(document, name, decision, instances[name]) for name in services]
     result["version"], result["instances"] = hops[0]["version"], hops[0].pop("chosen")
-    for hop in hops[1:]:
-        hop.pop("chosen")
+    for later in hops[1:]:
+        later.pop("chosen")
     if path:
         result["hops"] = hops
     return result
 
 
-def _hop(
+def instances_of(services: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """The instances of `services` as hop() takes them, in one query."""
+    instances: dict[str, list[dict[str, Any]]] = {name: [] for name in services}
+    for row in Instance.objects.filter(service__name__in=list(instances)).values(
+        "service__name", "id", "instance_id", "host", "port", "version", "state", "weight"
+    ):
+        fields: dict[str, Any] = dict(row)
+        instances[fields.pop("service__name")].append(fields)
+    return instances
+
+
+def hop(
     document: dict[str, Any], service: str, decision: Decision, instances: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """What a request under `decision` gets at `service` (docs/gateway-protocol.md, "Per

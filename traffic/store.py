@@ -27,6 +27,9 @@ IN_ALL = 1_000_000
 
 
 class SampleStore(ABC):
+    # How long a sample stays (seconds).
+    window_seconds: int = WINDOW_SECONDS
+
     @abstractmethod
     def accept(self, samples: Iterable[TrafficSample], now: float | None = None) -> int:
         """Keep these samples; the number kept (the caps may drop some)."""
