@@ -9,7 +9,6 @@ from policy import api_views as policy_api
 from registry_sync import api_views as registry_api
 from releases import api_views as releases_api
 from releases import webhook_views
-from traffic import preview_api
 
 router = SimpleRouter()
 router.register("revisions", policy_api.RevisionViewSet, basename="revision")
@@ -25,7 +24,6 @@ router.register("policy/drafts", policy_api.PolicyDraftViewSet, basename="policy
 
 urlpatterns = [
     path("policy/", policy_api.PolicyView.as_view(), name="policy"),
-    path("policy/preview/", preview_api.PreviewView.as_view(), name="policy-preview"),
     path("simulate/", policy_api.SimulateView.as_view(), name="simulate"),
     path("lanes/", policy_api.LaneListView.as_view(), name="lanes"),
     path("lanes/<str:name>/", policy_api.LaneDetailView.as_view(), name="lane"),
