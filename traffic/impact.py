@@ -301,7 +301,7 @@ def preview(state: PolicyState, draft: dict[str, Any]) -> dict[str, Any]:
     """The impact preview of `draft` (a whole document, policy.proposals) against the live
     `state` over the sample store's window (docs/api.md, "Impact preview")."""
     samples = store()
-    inputs = group(samples.window())
+    inputs = group(samples.window(ordered=False))
     instances = instances_of({service for service, *_ in inputs})
     result = impact(state.document, draft, inputs, instances, live_matcher=matcher_for(state))
     return {"window_s": samples.window_seconds, "samples": inputs.total(), **result}

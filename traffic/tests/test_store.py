@@ -87,3 +87,12 @@ def test_the_copies_a_process_read_from_redis_leave_with_the_window(bounded):
     # Another service read after the window: user-app's copy goes too.
     assert kept.window("order-app", now=now + 61) == []
     assert not kept._read
+
+
+def test_the_whole_window_comes_oldest_first_unless_asked_unordered(bounded):
+    kept = bounded()
+    kept.accept([sample(3.0, "order-app"), sample(4.0, "order-app")], now=10.0)
+    kept.accept([sample(1.0), sample(2.0), sample(5.0)], now=10.0)
+    assert [s.ts for s in kept.window(now=10.0)] == [1.0, 2.0, 3.0, 4.0, 5.0]
+    unordered = kept.window(now=10.0, ordered=False)
+    assert sorted(s.ts for s in unordered) == [1.0, 2.0, 3.0, 4.0, 5.0]
