@@ -7,7 +7,7 @@ from audit import api_views as audit_api
 from policy import api_views as policy_api
 from registry_sync import api_views as registry_api
 from releases import api_views as releases_api
-from releases import webhook_views
+from releases import shadow_views, webhook_views
 
 router = SimpleRouter()
 router.register("revisions", policy_api.RevisionViewSet, basename="revision")
@@ -31,6 +31,7 @@ urlpatterns = [
         policy_api.QuarantineView.as_view(),
         name="service-quarantine",
     ),
+    path("shadow-comparisons/", shadow_views.ShadowIngestView.as_view(), name="shadow-comparisons"),
     path("lifecycle/", registry_api.LifecycleReportView.as_view(), name="lifecycle"),
     path(
         "services/<path:name>/lifecycle/",

@@ -311,18 +311,23 @@ def normalize_policy(data: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
-SERVICE_ROUTING_FIELDS = ("percent", "targeted")
+SERVICE_ROUTING_FIELDS = ("percent", "targeted", "mirror")
 
 
 def normalize_service_routing(override: Mapping[str, Any]) -> dict[str, Any]:
-    """The routing part of a service's override (`percent`, `targeted`, both optional; see
-    GrayMatcher), validated; PolicyError names the bad field. Absent or null: inherited."""
+    """The routing part of a service's override (`percent`, `targeted`, see GrayMatcher, and
+    `mirror`, routing_engine.mirror; all optional), validated; PolicyError names the bad
+    field. Absent or null: inherited."""
     errors = _Errors()
     result: dict[str, Any] = {}
     if override.get("percent") is not None:
         result["percent"] = _percent(override["percent"], "percent", errors)
     if override.get("targeted") is not None:
         result["targeted"] = _boolean(override["targeted"], "targeted", errors)
+    if override.get("mirror") is not None:
+        from .mirror import normalize_mirror  # mirror.py builds on this module
+
+        result["mirror"] = normalize_mirror(override["mirror"], "mirror", errors)
     if errors:
         raise PolicyError(errors)
     return result

@@ -16,6 +16,7 @@ from dataplane.gateway.options import Options
 from dataplane.gateway.proxy import ClientConnection, Context
 from dataplane.gateway.reporter import Reporter
 from dataplane.gateway.routing import RoutingTable
+from dataplane.gateway.shadow import Shadower
 from dataplane.gateway.upstream import UpstreamPool
 from routing_engine import CallerResolver
 
@@ -59,6 +60,7 @@ async def serve(options: Options) -> None:
         request_timeout=options.request_timeout,
         idle_timeout=options.idle_timeout,
         admin=admin_pages(metrics),
+        shadow=Shadower(timeout=options.request_timeout),
     )
 
     def install(table: RoutingTable) -> None:
@@ -84,6 +86,7 @@ async def serve(options: Options) -> None:
             metrics=metrics,
             name=lambda: config.name,
             interval=options.metrics_interval,
+            shadow=context.shadow.stats,
         )
         await config.load_cache()
         server = await loop.create_server(
@@ -114,6 +117,7 @@ async def serve(options: Options) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await context.shadow.close()
         context.pool.close_idle(older_than=0)
         context.resolver.close()
 

@@ -55,6 +55,7 @@ from dataplane.gateway.limits import (
 from dataplane.gateway.metrics import Metrics
 from dataplane.gateway.replay import KeptBody, ReplayBudget
 from dataplane.gateway.routing import Instance, RoutingTable, Service
+from dataplane.gateway.shadow import Copy, Shadower, chosen, shadow_head
 from dataplane.gateway.upstream import (
     BrokeBeforeAnswer,
     ConnectFailed,
@@ -62,7 +63,7 @@ from dataplane.gateway.upstream import (
     UpstreamError,
     UpstreamPool,
 )
-from routing_engine import CallerResolver
+from routing_engine import PROD, CallerResolver
 from routing_engine.balancer import Prepared
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,7 @@ class Context:
     # (path) -> (status, content type, body) for the gateway's own pages, or None.
     admin: Callable[[bytes, RoutingTable | None], tuple[int, bytes, bytes] | None]
     replay: ReplayBudget = field(default_factory=ReplayBudget)
+    shadow: Shadower = field(default_factory=Shadower)
 
 
 def _frame_chunk(data: bytes) -> bytes:
@@ -182,6 +184,7 @@ class Exchange:
         "lane",
         "status",
         "failed",
+        "copy",
     )
 
     def __init__(
@@ -245,6 +248,7 @@ class Exchange:
         self.lane: str | None = None  # of a GRAY request, for its metrics
         self.status = 0
         self.failed = False
+        self.copy: Copy | None = None  # shadow traffic: the copy to send once answered
 
     # The request body, as the client sends it.
     def body(self, data: bytes) -> None:
@@ -337,6 +341,8 @@ class Exchange:
             upstream.close()
 
     def response_body(self, data: bytes) -> None:
+        if self.copy is not None:
+            self.copy.prod_body.feed(data)
         self.out.append(_frame_chunk(data) if self.chunked_out else data)
 
     def flush(self) -> None:
@@ -630,6 +636,17 @@ class ClientConnection(asyncio.Protocol):
         version, exchange.candidates = service.by_route[key]
         exchange.prepared = service.prepared[key]
         exchange.metric_version = version or NO_VERSION
+        if key == PROD and chosen(
+            service.mirror, exchange.method, exchange.url, bool(exchange.body_framing),
+            self.peer_bytes,
+        ):  # fmt: skip
+            exchange.copy = Copy(
+                name,
+                exchange.metric_version,
+                path.decode("latin-1"),
+                shadow_head(exchange.head),
+                service.mirror,  # type: ignore[arg-type]
+            )
         self._attempt(exchange)
 
     def _upstream_head(
@@ -854,13 +871,12 @@ class ClientConnection(asyncio.Protocol):
         now = self.loop.time()
         if exchange.service:
             error = exchange.failed or exchange.status >= 500
+            latency_ms = (time.perf_counter() - exchange.started) * 1000
             self.context.metrics.record(
-                exchange.service,
-                exchange.metric_version,
-                error,
-                (time.perf_counter() - exchange.started) * 1000,
-                exchange.lane,
+                exchange.service, exchange.metric_version, error, latency_ms, exchange.lane
             )
+            if exchange.copy is not None and not exchange.failed:
+                self.context.shadow.launch(exchange.copy, exchange.status, latency_ms)
         if not exchange.body_done:
             exchange.keep_alive = False  # the rest of its body would be read as a request
         if self.queue and self.queue[0] is exchange:

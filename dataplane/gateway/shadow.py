@@ -1,0 +1,234 @@
+"""Shadow traffic (docs/gateway-protocol.md, "Shadow traffic"): a share of a service's PROD
+requests of idempotent methods is copied to an instance of its mirror version, with
+`X-Gray-Shadow: true`, once the client has its answer. The copy's answer is compared with
+prod's (status class, latency, blake2b of the first BODY_HASH_LIMIT bytes of the body) and
+dropped; the comparisons are counted per (service, prod version, mirror version, path) and
+sent to the dashboard (`POST /api/v1/shadow-comparisons/`).
+
+The client never waits for a copy: a copy starts after its answer went out, runs as a task
+of its own on a connection of its own (never the pool's, whose connections a copy must not
+hold), and at most `max_in_flight` run at once; a copy over that is dropped and counted. A
+copy counts in no metric: it never goes through the proxy's `finished`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from hashlib import blake2b
+from typing import Any
+
+import httptools
+
+from routing_engine.mirror import MIRRORED_METHODS, mirror_bucket
+from routing_engine.records import Instance
+
+log = logging.getLogger(__name__)
+
+# Bodies are compared by a hash of their first bytes: enough to tell two answers apart
+# without reading a large one whole.
+BODY_HASH_LIMIT = 1 << 20
+# Per report, the paths counted per (service, mirror version); later ones count as OTHER.
+MAX_PATHS = 100
+OTHER = "(other)"
+# Per (service, versions, path) and report, the latency pairs sent (the first ones).
+MAX_LATENCY_PAIRS = 20
+SHADOW_LINES = b"x-gray-shadow: true\r\nconnection: close\r\n\r\n"
+
+
+def status_class(status: int) -> str:
+    """`2xx`..`5xx`, or `error` for a copy that got no answer."""
+    return f"{status // 100}xx" if 100 <= status < 600 else "error"
+
+
+@dataclass(slots=True)
+class Mirror:
+    """A service's mirror, compiled once per generation: the version copies go to and its
+    instances, and how many of 10,000 buckets are copied."""
+
+    version: str
+    threshold: int
+    instances: list[Instance]
+    next: int = 0
+
+    def pick(self) -> Instance:
+        instance = self.instances[self.next % len(self.instances)]
+        self.next += 1
+        return instance
+
+
+class BodyHash:
+    """blake2b of an answer's first BODY_HASH_LIMIT bytes, fed as they pass."""
+
+    __slots__ = ("digest", "left")
+
+    def __init__(self) -> None:
+        self.digest = blake2b(digest_size=16)
+        self.left = BODY_HASH_LIMIT
+
+    def feed(self, data: bytes) -> None:
+        if self.left > 0:
+            piece = data[: self.left]
+            self.digest.update(piece)
+            self.left -= len(piece)
+
+    def hexdigest(self) -> str:
+        return self.digest.hexdigest()
+
+
+@dataclass(slots=True)
+class Copy:
+    """A request chosen for a copy, while prod answers it."""
+
+    service: str
+    prod_version: str
+    path: str
+    head: bytes
+    mirror: Mirror
+    prod_body: BodyHash = field(default_factory=BodyHash)
+
+
+def chosen(
+    mirror: Mirror | None,
+    method: bytes,
+    url: bytes,
+    has_body: bool,
+    client: bytes,
+) -> bool:
+    """Whether a PROD request is copied: an idempotent method without a body, in the
+    mirror's share by its stable bucket."""
+    return (
+        mirror is not None
+        and method in MIRRORED_METHODS
+        and not has_body
+        and mirror_bucket(method, url, client) < mirror.threshold
+    )
+
+
+def shadow_head(head: bytes) -> bytes:
+    """The prod request's head, marked as a copy, on a connection closed after it."""
+    return head[:-2] + SHADOW_LINES
+
+
+class _Answer:
+    """httptools' callbacks for the copy's answer."""
+
+    def __init__(self) -> None:
+        self.body = BodyHash()
+        self.done = False
+
+    def on_body(self, data: bytes) -> None:
+        self.body.feed(data)
+
+    def on_message_complete(self) -> None:
+        self.done = True
+
+
+class ShadowStats:
+    """The comparisons since the last report."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        self._paths: dict[tuple[str, str], set[str]] = {}
+        self.dropped = 0
+
+    def add(
+        self,
+        copy: Copy,
+        prod: tuple[int, float, str],
+        mirror: tuple[int, float, str],
+    ) -> None:
+        paths = self._paths.setdefault((copy.service, copy.mirror.version), set())
+        path = copy.path
+        if path not in paths:
+            if len(paths) >= MAX_PATHS:
+                path = OTHER
+            else:
+                paths.add(path)
+        key = (copy.service, copy.prod_version, copy.mirror.version, path)
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = {
+                "service": copy.service,
+                "prod_version": copy.prod_version,
+                "version": copy.mirror.version,
+                "path": path,
+                "total": 0,
+                "classes": {},
+                "body_mismatched": 0,
+                "latency_ms": [],
+            }
+        prod_class, mirror_class = status_class(prod[0]), status_class(mirror[0])
+        entry["total"] += 1
+        counts = entry["classes"].setdefault(prod_class, {"total": 0, "mismatched": 0})
+        counts["total"] += 1
+        differs = prod_class != mirror_class
+        if differs:
+            counts["mismatched"] += 1
+        elif prod[2] != mirror[2]:
+            entry["body_mismatched"] += 1
+            differs = True
+        if differs:  # the last one seen, as an example
+            entry["example"] = {"prod_status": prod[0], "mirror_status": mirror[0]}
+        if len(entry["latency_ms"]) < MAX_LATENCY_PAIRS:
+            entry["latency_ms"].append([round(prod[1], 3), round(mirror[1], 3)])
+
+    def flush(self) -> tuple[list[dict[str, Any]], int]:
+        entries, self._entries, self._paths = list(self._entries.values()), {}, {}
+        dropped, self.dropped = self.dropped, 0
+        return entries, dropped
+
+
+class Shadower:
+    def __init__(self, max_in_flight: int = 64, timeout: float = 30.0) -> None:
+        self.max_in_flight = max_in_flight
+        self.timeout = timeout
+        self.in_flight = 0
+        self.stats = ShadowStats()
+        self._tasks: set[asyncio.Task] = set()
+
+    def launch(self, copy: Copy, prod_status: int, prod_latency_ms: float) -> None:
+        """Send the copy, in the background; dropped when max_in_flight copies run."""
+        if self.in_flight >= self.max_in_flight:
+            self.stats.dropped += 1
+            return
+        self.in_flight += 1
+        prod = (prod_status, prod_latency_ms, copy.prod_body.hexdigest())
+        task = asyncio.get_running_loop().create_task(self._send(copy, prod))
+        self._tasks.add(task)  # a task only weakly referenced by the loop could be collected
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, copy: Copy, prod: tuple[int, float, str]) -> None:
+        try:
+            mirror = await asyncio.wait_for(self._exchange(copy), self.timeout)
+        except (OSError, TimeoutError, httptools.HttpParserError) as exc:
+            log.debug("shadow copy of %s failed: %s", copy.path, exc)
+            mirror = (0, self.timeout * 1000, "")
+        finally:
+            self.in_flight -= 1
+        self.stats.add(copy, prod, mirror)
+
+    async def _exchange(self, copy: Copy) -> tuple[int, float, str]:
+        instance = copy.mirror.pick()
+        reader, writer = await asyncio.open_connection(instance.host, instance.port)
+        try:
+            started = time.perf_counter()
+            writer.write(copy.head)
+            answer = _Answer()
+            parser = httptools.HttpResponseParser(answer)
+            while not answer.done:
+                data = await reader.read(65536)
+                if not data:
+                    break  # closed: an answer without framing (or to HEAD) ends here
+                parser.feed_data(data)
+            latency = (time.perf_counter() - started) * 1000
+            return parser.get_status_code(), latency, answer.body.hexdigest()
+        finally:
+            writer.close()
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
