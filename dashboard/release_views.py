@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 from accounts.decorators import role_required
 from accounts.roles import OPERATOR, VIEWER, has_role
 from registry_sync.models import Service
-from releases import bundles, outcomes, schedules, services, states
+from releases import bundles, outcomes, schedules, services, shadow, states
 from releases.chart import release_chart
 from releases.filters import ReleaseFilter
 from releases.insufficient_data import repeated_hint
@@ -122,6 +122,7 @@ def release_detail(request: HttpRequest, pk: int) -> HttpResponse:
             )[:100],
             "webhooks": Webhook.objects.filter(enabled=True).exists(),
             "chart": release_chart(release),
+            "shadow": shadow.summary(release) if release.mirror else None,
         },
     )
 
