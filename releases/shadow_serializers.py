@@ -46,7 +46,7 @@ class ComparisonSerializer(serializers.Serializer):
 
 class ShadowIngestSerializer(serializers.Serializer):
     gateway = serializers.CharField(max_length=100)
-    comparisons = ComparisonSerializer(many=True, max_length=MAX_COMPARISONS)
+    comparisons = serializers.ListField(child=ComparisonSerializer(), max_length=MAX_COMPARISONS)
     dropped = serializers.IntegerField(
         min_value=0, default=0, help_text="Copies not sent: too many were in flight."
     )

@@ -108,7 +108,7 @@ def normalize_member(value: Any, field: str, errors: _Errors) -> dict[str, Any] 
         mirror = normalize_mirror(value["mirror"], f"{field}.mirror", errors)
     if problem or not isinstance(version, str):
         return None
-    member = {"version": version.strip(), "percent": percent, "targeted": targeted}
+    member: dict[str, Any] = {"version": version.strip(), "percent": percent, "targeted": targeted}
     if mirror is not None:
         member["mirror"] = mirror
     return member

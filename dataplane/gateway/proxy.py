@@ -644,7 +644,7 @@ class ClientConnection(asyncio.Protocol):
                 name,
                 exchange.metric_version,
                 path.decode("latin-1"),
-                shadow_head(exchange.head),
+                shadow_head(exchange.head, exchange.method),
                 service.mirror,  # type: ignore[arg-type]
             )
         self._attempt(exchange)

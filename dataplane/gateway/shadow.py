@@ -6,9 +6,10 @@ dropped; the comparisons are counted per (service, prod version, mirror version,
 sent to the dashboard (`POST /api/v1/shadow-comparisons/`).
 
 The client never waits for a copy: a copy starts after its answer went out, runs as a task
-of its own on a connection of its own (never the pool's, whose connections a copy must not
-hold), and at most `max_in_flight` run at once; a copy over that is dropped and counted. A
-copy counts in no metric: it never goes through the proxy's `finished`.
+of its own on a connection of the copies' own (kept alive, a few per mirror instance; never
+the proxy's pool, whose connections a copy must not hold), and at most `max_in_flight` run
+at once; a copy over that is dropped and counted. A copy counts in no metric: it never goes
+through the proxy's `finished`.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ MAX_PATHS = 100
 OTHER = "(other)"
 # Per (service, versions, path) and report, the latency pairs sent (the first ones).
 MAX_LATENCY_PAIRS = 20
-SHADOW_LINES = b"x-gray-shadow: true\r\nconnection: close\r\n\r\n"
+SHADOW_LINE = b"x-gray-shadow: true\r\n"
+# Kept-alive connections to mirror instances, per address: a copy costs no connect then.
+IDLE_PER_ADDRESS = 8
 
 
 def status_class(status: int) -> str:
@@ -107,23 +110,11 @@ def chosen(
     )
 
 
-def shadow_head(head: bytes) -> bytes:
-    """The prod request's head, marked as a copy, on a connection closed after it."""
-    return head[:-2] + SHADOW_LINES
-
-
-class _Answer:
-    """httptools' callbacks for the copy's answer."""
-
-    def __init__(self) -> None:
-        self.body = BodyHash()
-        self.done = False
-
-    def on_body(self, data: bytes) -> None:
-        self.body.feed(data)
-
-    def on_message_complete(self) -> None:
-        self.done = True
+def shadow_head(head: bytes, method: bytes) -> bytes:
+    """The prod request's head, marked as a copy. The answer to HEAD has no body whatever its
+    Content-Length says, which the parser cannot know: that connection is closed after it."""
+    close = b"connection: close\r\n" if method == b"HEAD" else b""
+    return head[:-2] + SHADOW_LINE + close + b"\r\n"
 
 
 class ShadowStats:
@@ -181,13 +172,83 @@ class ShadowStats:
         return entries, dropped
 
 
+class _CopyConnection(asyncio.Protocol):
+    """A connection to a mirror instance: one copy at a time, its answer parsed as it comes
+    (httptools' callbacks), kept alive for the next copy when the answer allows."""
+
+    def __init__(self, shadower: Shadower, address: tuple[str, int]) -> None:
+        self.shadower = shadower
+        self.address = address
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.copy: Copy | None = None
+        self.prod: tuple[int, float, str] = (0, 0.0, "")
+        self.body = BodyHash()
+        self.started = 0.0
+        self.timer: asyncio.TimerHandle | None = None
+
+    def send(self, copy: Copy, prod: tuple[int, float, str]) -> None:
+        assert self.transport is not None
+        self.copy, self.prod, self.body = copy, prod, BodyHash()
+        self.started = time.perf_counter()
+        self.timer = asyncio.get_running_loop().call_later(
+            self.shadower.timeout, self.transport.close
+        )
+        self.transport.write(copy.head)
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            self._over(0)
+            self._close()
+
+    def on_body(self, data: bytes) -> None:
+        self.body.feed(data)
+
+    def on_message_complete(self) -> None:
+        keep = self.parser.should_keep_alive()
+        self._over(self.parser.get_status_code())
+        if keep and self.transport is not None and not self.transport.is_closing():
+            self.shadower.idle(self)
+        else:
+            self._close()
+
+    def connection_lost(self, exc) -> None:
+        self.transport = None
+        # Closed before the answer ended: one without framing (or to HEAD) ends here.
+        self._over(self.parser.get_status_code() if self.started else 0)
+        self.shadower.forget(self)
+
+    def _over(self, status: int) -> None:
+        copy, self.copy = self.copy, None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if copy is None:
+            return
+        latency = (time.perf_counter() - self.started) * 1000
+        self.started = 0.0
+        self.shadower.done(copy, self.prod, (status, latency, self.body.hexdigest()))
+        self.parser = httptools.HttpResponseParser(self)
+
+    def _close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
 class Shadower:
     def __init__(self, max_in_flight: int = 64, timeout: float = 30.0) -> None:
         self.max_in_flight = max_in_flight
         self.timeout = timeout
         self.in_flight = 0
         self.stats = ShadowStats()
-        self._tasks: set[asyncio.Task] = set()
+        self._idle: dict[tuple[str, int], list[_CopyConnection]] = {}
+        self._open: set[_CopyConnection] = set()
+        self._connecting: set[asyncio.Task] = set()
 
     def launch(self, copy: Copy, prod_status: int, prod_latency_ms: float) -> None:
         """Send the copy, in the background; dropped when max_in_flight copies run."""
@@ -196,39 +257,51 @@ class Shadower:
             return
         self.in_flight += 1
         prod = (prod_status, prod_latency_ms, copy.prod_body.hexdigest())
-        task = asyncio.get_running_loop().create_task(self._send(copy, prod))
-        self._tasks.add(task)  # a task only weakly referenced by the loop could be collected
-        task.add_done_callback(self._tasks.discard)
+        address = copy.mirror.pick().address
+        idle = self._idle.get(address)
+        if idle:
+            idle.pop().send(copy, prod)
+            return
+        task = asyncio.get_running_loop().create_task(self._connect(address, copy, prod))
+        self._connecting.add(task)  # a task only weakly referenced by the loop may vanish
+        task.add_done_callback(self._connecting.discard)
 
-    async def _send(self, copy: Copy, prod: tuple[int, float, str]) -> None:
+    async def _connect(
+        self, address: tuple[str, int], copy: Copy, prod: tuple[int, float, str]
+    ) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            mirror = await asyncio.wait_for(self._exchange(copy), self.timeout)
-        except (OSError, TimeoutError, httptools.HttpParserError) as exc:
+            _, connection = await asyncio.wait_for(
+                loop.create_connection(lambda: _CopyConnection(self, address), *address),
+                self.timeout,
+            )
+        except (OSError, TimeoutError) as exc:
             log.debug("shadow copy of %s failed: %s", copy.path, exc)
-            mirror = (0, self.timeout * 1000, "")
-        finally:
-            self.in_flight -= 1
+            self.done(copy, prod, (0, self.timeout * 1000, ""))
+            return
+        self._open.add(connection)
+        connection.send(copy, prod)
+
+    def done(self, copy: Copy, prod: tuple[int, float, str], mirror: tuple[int, float, str]):
+        self.in_flight -= 1
         self.stats.add(copy, prod, mirror)
 
-    async def _exchange(self, copy: Copy) -> tuple[int, float, str]:
-        instance = copy.mirror.pick()
-        reader, writer = await asyncio.open_connection(instance.host, instance.port)
-        try:
-            started = time.perf_counter()
-            writer.write(copy.head)
-            answer = _Answer()
-            parser = httptools.HttpResponseParser(answer)
-            while not answer.done:
-                data = await reader.read(65536)
-                if not data:
-                    break  # closed: an answer without framing (or to HEAD) ends here
-                parser.feed_data(data)
-            latency = (time.perf_counter() - started) * 1000
-            return parser.get_status_code(), latency, answer.body.hexdigest()
-        finally:
-            writer.close()
+    def idle(self, connection: _CopyConnection) -> None:
+        idle = self._idle.setdefault(connection.address, [])
+        if len(idle) < IDLE_PER_ADDRESS:
+            idle.append(connection)
+        else:
+            connection._close()
+
+    def forget(self, connection: _CopyConnection) -> None:
+        self._open.discard(connection)
+        idle = self._idle.get(connection.address, [])
+        if connection in idle:
+            idle.remove(connection)
 
     async def close(self) -> None:
-        for task in list(self._tasks):
+        for task in list(self._connecting):
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._connecting, return_exceptions=True)
+        for connection in list(self._open):
+            connection._close()
