@@ -60,7 +60,8 @@ def mirror_nginx(directory: Path) -> Child:
     log = directory / "mirror.log"
     return nginx(
         directory,
-        f"""server {{ listen 127.0.0.1:PORT; access_log {log};
+        f"""log_format copies '$connection';
+           server {{ listen 127.0.0.1:PORT; access_log {log} copies;
            location / {{ default_type application/json; return 200 '{{"version":"V2"}}'; }} }}""",
     )
 
@@ -104,6 +105,11 @@ def copies(log: Path) -> int:
     return len(log.read_text().splitlines()) if log.exists() else 0
 
 
+def connections_used(log: Path) -> int:
+    """Connections the copies came on (the mirror logs each request's connection number)."""
+    return len(set(log.read_text().split())) if log.exists() else 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -141,7 +147,8 @@ def main() -> None:
                         row[name]["cpu_us"] = 1e6 * spent / row[name]["requests"]
                     results[connections].append(row)
                     report(run + 1, connections, row)
-            print(f"\nMedians over {args.runs} runs ({args.percent:g} % mirror):")
+            print(f"\nMedians over {args.runs} runs ({args.percent:g} % mirror), "
+                  f"{copies(log)} copies on {connections_used(log)} connections:")  # fmt: skip
             for connections, rows in results.items():
                 added = [added_ms(row) for row in rows]
                 print(

@@ -12,8 +12,7 @@ from releases import analysis, promql_checks, states
 from releases.metric_checks import ABOVE, BELOW, BUILT_IN
 from releases.models import Release, ReleaseBundle, ReleaseEvent
 from routing_engine.lanes import GRAY_LANE
-from routing_engine.mirror import check_mirror
-from routing_engine.policy import PolicyError, canonical_percent, percent_problem
+from routing_engine.policy import PolicyError, canonical_percent, check_mirror, percent_problem
 
 MAX_STEPS = 20
 MAX_METRICS = 10

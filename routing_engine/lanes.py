@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from .mirror import normalize_mirror
 from .policy import (
     _VALIDATORS,
     NON_FIELD_ERRORS,
@@ -33,6 +32,7 @@ from .policy import (
     _header,
     _percent,
     _type_name,
+    normalize_mirror,
 )
 from .records import service_name_problem, version_problem
 

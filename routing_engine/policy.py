@@ -312,6 +312,42 @@ def normalize_policy(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 SERVICE_ROUTING_FIELDS = ("percent", "targeted", "mirror")
+MIRROR_FIELDS = ("percent",)
+
+
+def mirror_problem(value: Any) -> dict[str, str]:
+    """Problems of a `mirror` object by its field ("" for the object itself); none: {}."""
+    if not isinstance(value, Mapping):
+        return {"": 'Must be an object: {"percent": p}, 0 < p <= 100.'}
+    problems = {f".{key}": "Unknown field." for key in value if key not in MIRROR_FIELDS}
+    if "percent" not in value:
+        problems[".percent"] = "This field is required."
+        return problems
+    percent = value["percent"]
+    problem = percent_problem(percent)
+    if problem is None and percent == 0:
+        problem = "Must be above 0 (leave `mirror` out to mirror nothing)."
+    if problem:
+        problems[".percent"] = problem
+    return problems
+
+
+def normalize_mirror(value: Any, field: str, errors: _Errors) -> dict[str, Any] | None:
+    problems = mirror_problem(value)
+    for suffix, message in problems.items():
+        errors.add(field + suffix, message)
+    if problems:
+        return None
+    return {"percent": canonical_percent(value["percent"])}
+
+
+def check_mirror(value: Any, field: str = "mirror") -> dict[str, Any]:
+    """A valid mirror in its canonical form; PolicyError names the bad field."""
+    errors = _Errors()
+    result = normalize_mirror(value, field, errors)
+    if errors or result is None:
+        raise PolicyError(errors)
+    return result
 
 
 def normalize_service_routing(override: Mapping[str, Any]) -> dict[str, Any]:
@@ -325,8 +361,6 @@ def normalize_service_routing(override: Mapping[str, Any]) -> dict[str, Any]:
     if override.get("targeted") is not None:
         result["targeted"] = _boolean(override["targeted"], "targeted", errors)
     if override.get("mirror") is not None:
-        from .mirror import normalize_mirror  # mirror.py builds on this module
-
         result["mirror"] = normalize_mirror(override["mirror"], "mirror", errors)
     if errors:
         raise PolicyError(errors)

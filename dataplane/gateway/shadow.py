@@ -19,7 +19,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from hashlib import blake2b
-from typing import Any
+from typing import Any, cast
 
 import httptools
 
@@ -196,8 +196,8 @@ class _CopyConnection(asyncio.Protocol):
         )
         self.transport.write(copy.head)
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -217,7 +217,7 @@ class _CopyConnection(asyncio.Protocol):
         else:
             self._close()
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         # Closed before the answer ended: one without framing (or to HEAD) ends here.
         self._over(self.parser.get_status_code() if self.started else 0)
@@ -282,7 +282,9 @@ class Shadower:
         self._open.add(connection)
         connection.send(copy, prod)
 
-    def done(self, copy: Copy, prod: tuple[int, float, str], mirror: tuple[int, float, str]):
+    def done(
+        self, copy: Copy, prod: tuple[int, float, str], mirror: tuple[int, float, str]
+    ) -> None:
         self.in_flight -= 1
         self.stats.add(copy, prod, mirror)
 
