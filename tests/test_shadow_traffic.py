@@ -2,13 +2,16 @@
 loopback. A release mirroring user-app's prod traffic to a V2 that answers differently on
 one path (another body) and fails on another: the diff names both paths, only idempotent
 requests are copied, each copy carries X-Gray-Shadow, and the copies' 5xx count in no metric
-(neither the gateway's nor the dashboard's, so not in the release analysis)."""
+(neither the gateway's nor the dashboard's, so not in the release analysis). Envoy and nginx,
+through the agent, route without the mirror and say so in their ack."""
 
 import time
 
 import httpx
 import pytest
 
+from dataplane.agent.ir import MIRROR_SKIPPED
+from testing.agent_lab import engines, start_agent
 from testing.gateway_lab import STATIC, auth
 from testing.waiting import wait_until
 
@@ -117,3 +120,30 @@ def test_a_client_cannot_pass_for_a_shadow_copy(lab):
     answer = httpx.get(gateway.url + SAME, headers={"X-Gray-Shadow": "true"})
     assert answer.status_code == 200
     assert "x-gray-shadow" not in v1.received[-1].headers
+
+
+@pytest.mark.parametrize("engine", engines())
+def test_envoy_and_nginx_run_without_the_mirror_and_ack_it_as_skipped(lab, engine):
+    v1, v2 = shadow_fleet(lab)
+    lane = {
+        "name": "feature-x",
+        "priority": 100,
+        "match": {"header": {"name": "x-lane", "value": "feature-x"}},
+        "members": {"user-app": {"version": "V2", "mirror": {"percent": 50}}},
+    }
+    created = httpx.post(
+        lab.dashboard.url + "/api/v1/lanes/", json=lane, headers=auth(lab.operator_token)
+    )
+    assert created.status_code == 201, created.text
+    agent = start_agent(lab, engine)
+
+    def skipped() -> list:
+        row = lab.gateway_row("gw-agent")
+        return row["status"] == "in_sync" and row["skipped"]
+
+    [entry] = wait_until(skipped, what="the agent's ack")
+    assert entry["record"] == "lanes[feature-x].members.user-app.mirror"
+    assert entry["reason"] == MIRROR_SKIPPED
+    for number in range(20):  # routed all the same, and nothing copied
+        assert httpx.get(f"{agent.url}{SAME}?n={number}").status_code == 200
+    assert len(v1.received) == 20 and not v2.received
