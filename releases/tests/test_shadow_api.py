@@ -12,6 +12,8 @@ from dataplane.agent.ir import MIRROR_SKIPPED, compile_document
 from gateways import generation
 from gateways.gateway_document import build_document
 from gateways.models import Gateway
+from releases.models import Release
+from releases.tests.test_release_pages import FORM
 
 pytestmark = pytest.mark.django_db
 
@@ -141,3 +143,13 @@ def test_comparisons_make_the_release_diff_on_the_api_and_the_page(api, fleet, c
     page = client.get(f"/releases/{release['id']}/").content.decode()
     assert 'id="release-shadow"' in page
     assert "<code>/user-app/orders</code>" in page
+    assert "25.0 % differing" in page
+
+
+def test_the_release_form_takes_a_mirror_and_shows_a_bad_one(client, make_user, fleet):
+    client.force_login(make_user("olga", "operator"))
+    form = {**FORM, "mirror": "0"}
+    page = client.post("/releases/", form).content.decode()
+    assert "Must be above 0" in page
+    assert client.post("/releases/", {**form, "mirror": "12.5"}).status_code == 302
+    assert Release.objects.get().mirror == {"percent": 12.5}
