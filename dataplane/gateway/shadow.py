@@ -258,10 +258,13 @@ class Shadower:
         self.in_flight += 1
         prod = (prod_status, prod_latency_ms, copy.prod_body.hexdigest())
         address = copy.mirror.pick().address
-        idle = self._idle.get(address)
-        if idle:
-            idle.pop().send(copy, prod)
-            return
+        idle = self._idle.get(address, [])
+        while idle:
+            connection = idle.pop()
+            # One the instance closed while idle may not have heard of it yet.
+            if connection.transport is not None and not connection.transport.is_closing():
+                connection.send(copy, prod)
+                return
         task = asyncio.get_running_loop().create_task(self._connect(address, copy, prod))
         self._connecting.add(task)  # a task only weakly referenced by the loop may vanish
         task.add_done_callback(self._connecting.discard)
