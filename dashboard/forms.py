@@ -505,6 +505,12 @@ class ReleaseForm(_RolloutForm):
     to_version = forms.CharField(label="New version (gray)")
     from_version = forms.CharField(required=False, label="From version (empty: prod)")
     lane = forms.CharField(required=False, initial="gray", label="Lane (empty: gray)")
+    # Checked by the API (above 0, up to 100, two decimals), whose message it shows.
+    mirror = forms.FloatField(
+        required=False,
+        label="Shadow traffic: % of prod mirrored (empty: none)",
+        help_text="Prod GET, HEAD and OPTIONS requests copied to the new version and compared",
+    )
     start = forms.BooleanField(required=False, initial=True, label="Start now")
     start_at = forms.DateTimeField(
         required=False,
@@ -516,11 +522,13 @@ class ReleaseForm(_RolloutForm):
 
     def api_body(self) -> dict:
         data = self.cleaned_data
+        mirror = data["mirror"]
         return {
             "service": data["service"],
             "to_version": data["to_version"],
             "from_version": data["from_version"] or None,
             **({"lane": data["lane"]} if data["lane"] else {}),
+            **({"mirror": {"percent": mirror}} if mirror is not None else {}),
             **self.rollout_body(),
         }
 

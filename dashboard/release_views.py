@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 from accounts.decorators import role_required
 from accounts.roles import OPERATOR, VIEWER, has_role
 from registry_sync.models import Service
-from releases import bundles, outcomes, schedules, services, states
+from releases import bundles, outcomes, schedules, services, shadow, states
 from releases.bundle_order import order_warnings
 from releases.chart import release_chart
 from releases.filters import ReleaseFilter
@@ -150,6 +150,7 @@ def release_detail(request: HttpRequest, pk: int) -> HttpResponse:
             )[:100],
             "webhooks": Webhook.objects.filter(enabled=True).exists(),
             "chart": release_chart(release),
+            "shadow": shadow.summary(release) if release.mirror else None,
         },
     )
 

@@ -8,7 +8,7 @@ from call_graph import api_views as call_graph_api
 from policy import api_views as policy_api
 from registry_sync import api_views as registry_api
 from releases import api_views as releases_api
-from releases import webhook_views
+from releases import shadow_views, webhook_views
 
 router = SimpleRouter()
 router.register("revisions", policy_api.RevisionViewSet, basename="revision")
@@ -33,6 +33,7 @@ urlpatterns = [
         name="service-quarantine",
     ),
     path("call-edges/", call_graph_api.CallEdgesView.as_view(), name="call-edges"),
+    path("shadow-comparisons/", shadow_views.ShadowIngestView.as_view(), name="shadow-comparisons"),
     path("lifecycle/", registry_api.LifecycleReportView.as_view(), name="lifecycle"),
     path(
         "services/<path:name>/lifecycle/",

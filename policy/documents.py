@@ -5,7 +5,8 @@ Document shape (also a revision's `config`):
     {"gray": {enabled, routing, header, ips, cities, users, user_header, city_header, percent},
      "versions": {"prod": "V1", "gray": "V2"},
      "services": {"user-app": {"prod": "V1", "gray": "V3", "percent": 25, "targeted": true}}}
-     # overrides only; `percent` and `targeted` are the service's own routing (GrayMatcher)
+     # overrides only; `percent` and `targeted` are the service's own routing (GrayMatcher),
+     # an optional `mirror` {"percent"} its shadow traffic (routing_engine.mirror)
 """
 
 from registry_sync.adapters.validation import SERVICE_NAME
@@ -43,9 +44,9 @@ def effective_versions(document: dict, service: str) -> tuple[str, str]:
 
 
 def normalize_override(document: dict, service: str, changes: dict) -> dict:
-    """Apply `{"prod_version": ..., "gray_version": ..., "percent": ..., "targeted": ...}`
-    (null inherits) to the service's override, validating the result; returns the new
-    override (possibly empty)."""
+    """Apply `{"prod_version": ..., "gray_version": ..., "percent": ..., "targeted": ...,
+    "mirror": ...}` (null inherits) to the service's override, validating the result;
+    returns the new override (possibly empty)."""
     errors: dict[str, list[str]] = {}
     if not SERVICE_NAME.match(service):
         errors["name"] = [f"{service!r} is not a valid service name."]

@@ -29,6 +29,8 @@ from routing_engine.lanes import (
     normalize_lane,
 )
 
+# The keys of a service's override that are its member entry in the gray lane.
+GRAY_MEMBER_KEYS = ("gray", "percent", "targeted", "mirror")
 # Who changed a lane last: kept in its entry, never sent to gateways.
 STAMPS = ("updated_at", "updated_by")
 
@@ -129,6 +131,8 @@ def gray_members(document: Mapping[str, Any], services: Iterable[str]) -> dict[s
             "percent": document["gray"]["percent"] if percent is None else percent,
             "targeted": override.get("targeted") is not False,
         }
+        if "mirror" in override:
+            members[service]["mirror"] = override["mirror"]
     return members
 
 

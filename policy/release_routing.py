@@ -4,8 +4,10 @@ revision (source `release`) and one audit entry.
 
 A release's current step is its service's member entry in its lane:
 
-- in the gray lane, the service's override: `gray` (the new version), `percent`, `targeted`;
-- in another lane, the lane's `members[service]`: `{"version", "percent", "targeted"}`.
+- in the gray lane, the service's override: `gray` (the new version), `percent`, `targeted`
+  and, when the release mirrors, `mirror`;
+- in another lane, the lane's `members[service]`: `{"version", "percent", "targeted"}` (and
+  `mirror`).
 
 A step also makes the release's `from_version` the service's prod when it is not already.
 
@@ -18,6 +20,7 @@ from typing import Any, TypedDict
 
 from policy.documents import effective_versions, with_override
 from policy.lanes import (
+    GRAY_MEMBER_KEYS,
     gray_priority_of,
     lanes_of,
     quarantined_of,
@@ -28,9 +31,6 @@ from policy.lanes import (
 )
 from policy.publishing import PublishResult, publish
 from routing_engine.lanes import GRAY_LANE
-
-# The keys of a service's override that are its member entry in the gray lane.
-GRAY_MEMBER_KEYS = ("gray", "percent", "targeted")
 
 
 class Routing(TypedDict):
@@ -62,9 +62,11 @@ def route_step(
     percent: int | float,
     actor: str,
     comment: str,
+    mirror: dict[str, Any] | None = None,
 ) -> Routing:
     """Route a step: `to_version` in `lane` for the lane's targeted requests entering at the
-    service and `percent` of its users; `from_version` its prod. Answers the routing found
+    service and `percent` of its users, and `mirror` (shadow traffic) when given;
+    `from_version` its prod. Answers the routing found
     before this change (a release keeps the one found by its first step). LookupError when
     the lane does not exist (any more)."""
     found: list[Routing] = []
@@ -76,10 +78,12 @@ def route_step(
         override = dict(document["services"].get(service, {}))
         if effective_versions(document, service)[0] != from_version:
             override["prod"] = from_version
+        shadow = {} if mirror is None else {"mirror": mirror}
         if lane == GRAY_LANE:
-            override.update(gray=to_version, percent=percent, targeted=True)
+            override.pop("mirror", None)
+            override.update(gray=to_version, percent=percent, targeted=True, **shadow)
             return with_override(document, service, override)
-        member = {"version": to_version, "percent": percent, "targeted": True}
+        member = {"version": to_version, "percent": percent, "targeted": True, **shadow}
         return _with_member(
             with_override(document, service, override), service, lane, member, actor
         )

@@ -202,10 +202,17 @@ class LaneMatchSerializer(serializers.Serializer):
     )
 
 
+class MirrorSerializer(serializers.Serializer):
+    """Shadow traffic: the share of the service's prod requests copied to this version."""
+
+    percent = serializers.FloatField(min_value=0.01, max_value=100)
+
+
 class LaneMemberSerializer(serializers.Serializer):
     version = serializers.CharField()
     percent = serializers.FloatField(min_value=0, max_value=100)
     targeted = serializers.BooleanField()
+    mirror = MirrorSerializer(required=False)
 
 
 class LaneSerializer(serializers.Serializer):

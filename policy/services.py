@@ -18,6 +18,7 @@ from policy.documents import (
     with_override,
 )
 from policy.lanes import (
+    GRAY_MEMBER_KEYS,
     check_lanes_removable,
     checked_new_lane,
     gray_lane_payload,
@@ -232,7 +233,7 @@ def _gray_lane_changed(document: dict[str, Any], data: Any, *, partial: bool) ->
     defaults = new_policy["versions"]
     for name in set(services) - set(lane["members"]):
         # A whole lane sent without a service: its gray routing is the default again.
-        for key in ("gray", "percent", "targeted"):
+        for key in GRAY_MEMBER_KEYS:
             services[name].pop(key, None)
     for name, member in lane["members"].items():
         override = services.setdefault(name, {})
@@ -248,6 +249,9 @@ def _gray_lane_changed(document: dict[str, Any], data: Any, *, partial: bool) ->
             override.pop("targeted", None)
         else:
             override["targeted"] = False
+        override.pop("mirror", None)
+        if "mirror" in member:
+            override["mirror"] = member["mirror"]
     errors: dict[str, list[str]] = {}
     for name, override in services.items():
         prod = override.get("prod") or defaults["prod"]

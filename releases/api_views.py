@@ -1,13 +1,14 @@
 from collections.abc import Callable
 from functools import partial
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from releases import bundles, outcomes, services
+from releases import bundles, outcomes, services, shadow
 from releases.filters import ReleaseFilter
 from releases.models import Release, ReleaseBundle
 from releases.outcome_serializers import StatsQuerySerializer, StatsSerializer
@@ -100,6 +101,12 @@ class ReleaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         return self.get_paginated_response(ReleaseEventSerializer(page, many=True).data)
 
     @extend_schema(parameters=[StatsQuerySerializer], responses=StatsSerializer, filters=False)
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def shadow(self, request: Request, pk: str | None = None) -> Response:
+        """Shadow traffic's diff: copies of prod requests sent to `to_version`, compared."""
+        return Response(shadow.summary(self.get_object()))
+
     @action(detail=False, methods=["get"], filterset_class=None, pagination_class=None)
     def stats(self, request: Request) -> Response:
         """How the finished releases ended, per service (a list route: before `{id}/`)."""

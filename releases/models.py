@@ -75,6 +75,9 @@ class Release(models.Model):
     # its policy revision, generation, acks so far and the event it waits to write; empty
     # once the step is applied.
     convergence = models.JSONField(default=dict, blank=True)
+    # Shadow traffic while it runs: `{"percent": p}` of the service's prod requests copied to
+    # `to_version` (routing_engine.mirror), or null.
+    mirror = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -194,3 +197,30 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} to {self.webhook} (attempt {self.attempt})"
+
+
+class ShadowComparison(models.Model):
+    """What a release's shadow traffic found on one path: copies of prod requests sent to its
+    `to_version`, compared with prod's answers by the gateways (releases/shadow.py). At most
+    shadow.MAX_PATHS rows per release, each with at most shadow.MAX_PAIRS latency pairs."""
+
+    release = models.ForeignKey(
+        Release, on_delete=models.CASCADE, related_name="shadow_comparisons"
+    )
+    path = models.CharField(max_length=512)
+    total = models.PositiveBigIntegerField(default=0)
+    # By prod's status class ("2xx"...): {"total", "mismatched"} (the copy's class differed).
+    classes = models.JSONField(default=dict)
+    # Same status class, another body.
+    body_mismatched = models.PositiveBigIntegerField(default=0)
+    latency_ms = models.JSONField(default=list)  # the latest [prod, mirror] pairs
+    example = models.JSONField(default=dict)  # the latest difference's statuses
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["release", "path"], name="releases_shadow_path")
+        ]
+
+    def __str__(self) -> str:
+        return f"release {self.release_id} {self.path}"

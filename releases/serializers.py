@@ -14,7 +14,7 @@ from releases.bundle_order import order_warnings
 from releases.metric_checks import ABOVE, BELOW, BUILT_IN
 from releases.models import Release, ReleaseBundle, ReleaseEvent
 from routing_engine.lanes import GRAY_LANE
-from routing_engine.policy import canonical_percent, percent_problem
+from routing_engine.policy import PolicyError, canonical_percent, check_mirror, percent_problem
 
 MAX_STEPS = 20
 MAX_METRICS = 10
@@ -160,6 +160,19 @@ class ReleaseCreateSerializer(serializers.Serializer):
     )
     steps = StepSerializer(many=True)
     analysis = AnalysisSerializer(default=dict)
+    mirror = serializers.JSONField(
+        required=False, allow_null=True, default=None, help_text='`{"percent": p}`, 0 < p <= 100.'
+    )
+
+    def validate_mirror(self, value: Any) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        try:
+            return check_mirror(value, "")
+        except PolicyError as exc:
+            raise serializers.ValidationError(
+                {field.lstrip(".") or "non_field_errors": m for field, m in exc.errors.items()}
+            ) from None
 
     def validate_steps(self, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not steps or len(steps) > MAX_STEPS:
@@ -193,6 +206,7 @@ class ReleaseCreateSerializer(serializers.Serializer):
             "lane": data["lane"],
             "steps": data["steps"],
             "analysis_settings": data["analysis"],
+            "mirror": data["mirror"],
         }
 
 
@@ -213,6 +227,7 @@ class ReleaseSerializer(serializers.ModelSerializer):
             "step",
             "steps",
             "analysis",
+            "mirror",
             "created_by",
             "created_at",
             "updated_at",

@@ -68,6 +68,7 @@ def create_release(
     lane: str = GRAY_LANE,
     bundle: ReleaseBundle | None = None,
     position: int = 0,
+    mirror: dict | None = None,
 ) -> Release:
     """A pending release in `lane` (an existing one); `from_version` defaults to the
     service's prod version."""
@@ -96,6 +97,7 @@ def create_release(
             created_by=actor,
             bundle=bundle,
             position=position,
+            mirror=mirror,
         )
         _audit(release, actor, source, "release.create", None, _audit_view(release))
         _event(release, "created", {"steps": steps, "analysis": analysis_settings}, actor)
@@ -335,6 +337,7 @@ def _route_step(release: Release, actor: str) -> release_routing.Routing:
             from_version=release.from_version,
             to_version=release.to_version,
             percent=0 if step.get("targeted") else step["percent"],
+            mirror=release.mirror,
             actor=actor,
             comment=_comment(release, what),
         )

@@ -32,6 +32,7 @@ from .policy import (
     _header,
     _percent,
     _type_name,
+    normalize_mirror,
 )
 from .records import service_name_problem, version_problem
 
@@ -43,7 +44,7 @@ MAX_PRIORITY = 1_000_000
 LANE_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}\Z")
 MATCH_FIELDS = ("header", "ips", "cities", "users", "percent")
 LANE_FIELDS = ("priority", "enabled", "match", "members")
-MEMBER_FIELDS = ("version", "percent", "targeted")
+MEMBER_FIELDS = ("version", "percent", "targeted", "mirror")
 # A member version is compared with instances' versions, which are at most this long.
 MAX_MEMBER_VERSION = 64
 BUCKETS = 10_000
@@ -101,9 +102,16 @@ def normalize_member(value: Any, field: str, errors: _Errors) -> dict[str, Any] 
         errors.add(f"{field}.version", f"Must be a version: {problem}.")
     percent = _percent(value.get("percent", 0), f"{field}.percent", errors)
     targeted = _boolean(value.get("targeted", True), f"{field}.targeted", errors)
+    # Kept only when set, so members (and checksums) of before shadow traffic are unchanged.
+    mirror = None
+    if value.get("mirror") is not None:
+        mirror = normalize_mirror(value["mirror"], f"{field}.mirror", errors)
     if problem or not isinstance(version, str):
         return None
-    return {"version": version.strip(), "percent": percent, "targeted": targeted}
+    member: dict[str, Any] = {"version": version.strip(), "percent": percent, "targeted": targeted}
+    if mirror is not None:
+        member["mirror"] = mirror
+    return member
 
 
 def _members(value: Any, field: str, errors: _Errors) -> dict[str, Any] | None:

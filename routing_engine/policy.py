@@ -311,18 +311,57 @@ def normalize_policy(data: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
-SERVICE_ROUTING_FIELDS = ("percent", "targeted")
+SERVICE_ROUTING_FIELDS = ("percent", "targeted", "mirror")
+MIRROR_FIELDS = ("percent",)
+
+
+def mirror_problem(value: Any) -> dict[str, str]:
+    """Problems of a `mirror` object by its field ("" for the object itself); none: {}."""
+    if not isinstance(value, Mapping):
+        return {"": 'Must be an object: {"percent": p}, 0 < p <= 100.'}
+    problems = {f".{key}": "Unknown field." for key in value if key not in MIRROR_FIELDS}
+    if "percent" not in value:
+        problems[".percent"] = "This field is required."
+        return problems
+    percent = value["percent"]
+    problem = percent_problem(percent)
+    if problem is None and percent == 0:
+        problem = "Must be above 0 (leave `mirror` out to mirror nothing)."
+    if problem:
+        problems[".percent"] = problem
+    return problems
+
+
+def normalize_mirror(value: Any, field: str, errors: _Errors) -> dict[str, Any] | None:
+    problems = mirror_problem(value)
+    for suffix, message in problems.items():
+        errors.add(field + suffix, message)
+    if problems:
+        return None
+    return {"percent": canonical_percent(value["percent"])}
+
+
+def check_mirror(value: Any, field: str = "mirror") -> dict[str, Any]:
+    """A valid mirror in its canonical form; PolicyError names the bad field."""
+    errors = _Errors()
+    result = normalize_mirror(value, field, errors)
+    if errors or result is None:
+        raise PolicyError(errors)
+    return result
 
 
 def normalize_service_routing(override: Mapping[str, Any]) -> dict[str, Any]:
-    """The routing part of a service's override (`percent`, `targeted`, both optional; see
-    GrayMatcher), validated; PolicyError names the bad field. Absent or null: inherited."""
+    """The routing part of a service's override (`percent`, `targeted`, see GrayMatcher, and
+    `mirror`, routing_engine.mirror; all optional), validated; PolicyError names the bad
+    field. Absent or null: inherited."""
     errors = _Errors()
     result: dict[str, Any] = {}
     if override.get("percent") is not None:
         result["percent"] = _percent(override["percent"], "percent", errors)
     if override.get("targeted") is not None:
         result["targeted"] = _boolean(override["targeted"], "targeted", errors)
+    if override.get("mirror") is not None:
+        result["mirror"] = normalize_mirror(override["mirror"], "mirror", errors)
     if errors:
         raise PolicyError(errors)
     return result

@@ -116,7 +116,8 @@ class ServiceEntry:
     prod: str
     gray: str
     instances: list[Instance]
-    routing: dict[str, Any] = field(default_factory=dict)  # `percent`, `targeted` if set
+    # `percent`, `targeted`, `mirror` if set
+    routing: dict[str, Any] = field(default_factory=dict)
     # Versions that take no traffic at all, whatever a request's flag or lane.
     quarantined: frozenset[str] = frozenset()
 
@@ -298,11 +299,11 @@ def _service_entry(name: str, raw: Any, skipped: list[Skipped]) -> ServiceEntry:
         try:
             routing.update(normalize_service_routing({key: raw[key]}))
         except PolicyError as exc:
-            inherited = (
-                "the policy's percent applies"
-                if key == "percent"
-                else "the policy's rules apply to it"
-            )
+            inherited = {
+                "percent": "the policy's percent applies",
+                "targeted": "the policy's rules apply to it",
+                "mirror": "nothing is mirrored",
+            }[key]
             message = "; ".join(exc.errors.get(key, [str(exc)]))
             skipped.append(Skipped(f"{where}.{key}", f"{message} ({inherited})"))
     quarantined: frozenset[str] = frozenset()

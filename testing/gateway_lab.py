@@ -33,6 +33,9 @@ SLOW_READER = "slow_reader"  # as COUNTING, but reads its socket once every 10 m
 FAIL_SUFFIX = "/fail"  # an OK instance answers a path ending so with 500 (its own error)
 SLOW_SUFFIX = "/slow"  # an OK instance answers a path ending so after SLOW_SECONDS
 SLOW_SECONDS = 0.03
+# Answers `{"path"}` whatever its version (so two versions answer alike), or what its
+# `answers` say for a path: versions that differ only where a test says.
+STATIC = "static"
 
 
 @dataclass
@@ -50,6 +53,7 @@ class Upstream:
     port: int = field(default_factory=free_port)
     received: list[Received] = field(default_factory=list)
     connections: set = field(default_factory=set)
+    answers: dict[str, tuple[int, bytes]] = field(default_factory=dict)  # path -> STATIC's
 
     @property
     def name(self) -> str:
@@ -113,6 +117,11 @@ class _Connection(asyncio.Protocol):
             body = json.dumps({"version": upstream.version, "received": self.size}).encode()
             extra = b""
             status = b"200 OK"
+        elif upstream.mode == STATIC:
+            path = self.url.decode().split("?")[0]
+            code, body = upstream.answers.get(path, (200, json.dumps({"path": path}).encode()))
+            extra = b""
+            status = b"%d %b" % (code, b"OK" if code < 400 else b"Error")
         elif upstream.mode == HOP_HEADERS:
             body = b"{}"
             extra = (

@@ -7,7 +7,8 @@ decision's rules as plain data (routing_engine.portable, from the structures Gra
 decides by), one pool of endpoints per (service, version) plus one per service with every
 version (the `ALL` flag: also its instances without a version), per service the pool each
 route goes to (a route: a flag, and its lane under GRAY; fallback to prod already applied),
-and per route the headers the Python gateway sends on. The engines' renderers
+and per route the headers the Python gateway sends on. Shadow traffic is not carried: its
+mirror rules are listed as skipped. The engines' renderers
 (render_envoy, render_nginx) are pure functions of this and of the agent's Site.
 
 A quarantined version's instances are in no pool (the dashboard lists none; one listed all
@@ -134,9 +135,33 @@ def compile_document(
         routes=tuple(routes),
         route_headers=tuple(_route_headers(key, route) for key, route in table.routes.items()),
         pools=tuple(pools),
-        skipped=table.skipped,
+        skipped=table.skipped + _mirror_rules(table),
         table=table,
     )
+
+
+# Envoy's request_mirror_policies and nginx's `mirror` send the copy and drop its answer
+# unseen, so the diff shadow traffic exists for cannot be made there.
+MIRROR_SKIPPED = (
+    "shadow traffic is not mirrored by this engine: its mirror discards the answer, which "
+    "shadow traffic compares with prod's (the Python gateway mirrors)"
+)
+
+
+def _mirror_rules(table: RoutingTable) -> tuple[Skipped, ...]:
+    """Every mirror rule of the document, as skipped."""
+    records = [
+        f"services.{name}.mirror"
+        for name, service in sorted(table.services.items())
+        if "mirror" in service.routing
+    ]
+    records += [
+        f"lanes[{lane}].members.{service}.mirror"
+        for lane, entry in sorted(table.lanes.items())
+        for service, member in sorted(entry["members"].items())
+        if "mirror" in member
+    ]
+    return tuple(Skipped(record, MIRROR_SKIPPED) for record in records)
 
 
 def _route_headers(key: str, route: Route) -> RouteHeaders:

@@ -17,6 +17,7 @@ from dataplane.gateway.proxy import ClientConnection, Context
 from dataplane.gateway.reporter import Reporter
 from dataplane.gateway.routing import RoutingTable
 from dataplane.gateway.sampling import Sampler, SamplerCollector
+from dataplane.gateway.shadow import Shadower
 from dataplane.gateway.upstream import UpstreamPool
 from routing_engine import CallerResolver
 
@@ -65,6 +66,7 @@ async def serve(options: Options) -> None:
         idle_timeout=options.idle_timeout,
         admin=admin_pages(metrics),
         sampler=sampler,
+        shadow=Shadower(timeout=options.request_timeout),
     )
 
     def install(table: RoutingTable) -> None:
@@ -91,6 +93,7 @@ async def serve(options: Options) -> None:
             name=lambda: config.name,
             interval=options.metrics_interval,
             sampler=sampler,
+            shadow=context.shadow.stats,
         )
         await config.load_cache()
         server = await loop.create_server(
@@ -121,6 +124,7 @@ async def serve(options: Options) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await context.shadow.close()
         context.pool.close_idle(older_than=0)
         context.resolver.close()
 

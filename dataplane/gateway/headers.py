@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from routing_engine import GRAY_STATUS_HEADER
 from routing_engine.hops import LANE_HEADER, VERSIONS_HEADER
+from routing_engine.mirror import SHADOW_HEADER
 
 HOP_BY_HOP = frozenset(
     (
@@ -33,8 +34,11 @@ NOTHING: frozenset[bytes] = frozenset()
 PLAIN_CONNECTION = frozenset((b"keep-alive", b"close"))
 # The route the gateway decides (docs/gateway-protocol.md, "Lanes on the wire"): never a
 # client's.
+# Dropped from clients: only the gateway says a request is a shadow copy (which no metric
+# counts).
 ROUTE_HEADERS = frozenset(
-    name.lower().encode() for name in (GRAY_STATUS_HEADER, LANE_HEADER, VERSIONS_HEADER)
+    name.lower().encode()
+    for name in (GRAY_STATUS_HEADER, LANE_HEADER, VERSIONS_HEADER, SHADOW_HEADER)
 )
 SHUTTING_DOWN = b"x-instance-shutting-down"
 # Request headers the gateway drops, rewrites or reads; all others pass as they came.

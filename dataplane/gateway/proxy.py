@@ -56,6 +56,7 @@ from dataplane.gateway.metrics import Metrics
 from dataplane.gateway.replay import KeptBody, ReplayBudget
 from dataplane.gateway.routing import Instance, RoutingTable, Service
 from dataplane.gateway.sampling import Sampler
+from dataplane.gateway.shadow import Copy, Shadower, chosen, shadow_head
 from dataplane.gateway.upstream import (
     BrokeBeforeAnswer,
     ConnectFailed,
@@ -63,7 +64,7 @@ from dataplane.gateway.upstream import (
     UpstreamError,
     UpstreamPool,
 )
-from routing_engine import CallerResolver
+from routing_engine import PROD, CallerResolver
 from routing_engine.balancer import Prepared
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,7 @@ class Context:
     admin: Callable[[bytes, RoutingTable | None], tuple[int, bytes, bytes] | None]
     replay: ReplayBudget = field(default_factory=ReplayBudget)
     sampler: Sampler | None = None  # None: sampling is off
+    shadow: Shadower = field(default_factory=Shadower)
 
 
 def _frame_chunk(data: bytes) -> bytes:
@@ -185,6 +187,7 @@ class Exchange:
         "status",
         "failed",
         "sample",
+        "copy",
     )
 
     def __init__(
@@ -250,6 +253,7 @@ class Exchange:
         self.failed = False
         # A sampled request's attributes (sampling.py), completed when it is finished.
         self.sample: dict | None = None
+        self.copy: Copy | None = None  # shadow traffic: the copy to send once answered
 
     # The request body, as the client sends it.
     def body(self, data: bytes) -> None:
@@ -342,6 +346,8 @@ class Exchange:
             upstream.close()
 
     def response_body(self, data: bytes) -> None:
+        if self.copy is not None:
+            self.copy.prod_body.feed(data)
         self.out.append(_frame_chunk(data) if self.chunked_out else data)
 
     def flush(self) -> None:
@@ -635,6 +641,17 @@ class ClientConnection(asyncio.Protocol):
         version, exchange.candidates = service.by_route[key]
         exchange.prepared = service.prepared[key]
         exchange.metric_version = version or NO_VERSION
+        if key == PROD and chosen(
+            service.mirror, exchange.method, exchange.url, bool(exchange.body_framing),
+            self.peer_bytes,
+        ):  # fmt: skip
+            exchange.copy = Copy(
+                name,
+                exchange.metric_version,
+                path.decode("latin-1"),
+                shadow_head(exchange.head, exchange.method),
+                service.mirror,  # type: ignore[arg-type]
+            )
         self._attempt(exchange)
 
     def _upstream_head(
@@ -881,6 +898,8 @@ class ClientConnection(asyncio.Protocol):
                 sample["status"] = exchange.status
                 sample["latency_ms"] = round(latency_ms, 3)
                 self.context.sampler.record(sample)
+            if exchange.copy is not None and not exchange.failed:
+                self.context.shadow.launch(exchange.copy, exchange.status, latency_ms)
         if not exchange.body_done:
             exchange.keep_alive = False  # the rest of its body would be read as a request
         if self.queue and self.queue[0] is exchange:

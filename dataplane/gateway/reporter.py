@@ -1,11 +1,12 @@
-"""Sending the per-second metric samples to the dashboard (`POST /api/v1/metrics/`), and the
-sampled requests (`POST /api/v1/traffic-samples/`, sampling.py) on the same loop and client.
+"""Sending the per-second metric samples to the dashboard (`POST /api/v1/metrics/`), the
+sampled requests (`POST /api/v1/traffic-samples/`, sampling.py) and shadow traffic's
+comparisons (`POST /api/v1/shadow-comparisons/`, shadow.py) on the same loop and client.
 
-Metric samples are not kept for later: a window the dashboard did not take is dropped, so a
-long outage costs no memory. Sampled requests the dashboard could not take (unreachable, or
-a 5xx) are sent again, as long as the sampler's bounded buffer keeps them; those it refused
-(another 4xx) are dropped. A dashboard without an endpoint (404) or one that cannot be
-reached is logged once when it starts, not every second.
+Metric samples and comparisons are not kept for later: a window the dashboard did not take
+is dropped, so a long outage costs no memory. Sampled requests the dashboard could not take
+(unreachable, or a 5xx) are sent again, as long as the sampler's bounded buffer keeps them;
+those it refused (another 4xx) are dropped. A dashboard without an endpoint (404) or one
+that cannot be reached is logged once when it starts, not every second.
 """
 
 from __future__ import annotations
@@ -18,14 +19,17 @@ import httpx
 
 from dataplane.gateway.metrics import Metrics
 from dataplane.gateway.sampling import Sampler
+from dataplane.gateway.shadow import ShadowStats
 
 log = logging.getLogger(__name__)
 METRICS_PATH = "/api/v1/metrics/"
 SAMPLES_PATH = "/api/v1/traffic-samples/"
+SHADOW_PATH = "/api/v1/shadow-comparisons/"
 # Per path: what is sent, what becomes of it when it is not taken, the endpoint's name.
 _TOLD = {
     METRICS_PATH: ("Metric samples", "are dropped", "metrics"),
     SAMPLES_PATH: ("Sampled requests", "are not taken", "traffic-samples"),
+    SHADOW_PATH: ("Shadow comparisons", "are dropped", "shadow-comparisons"),
 }
 
 
@@ -38,14 +42,16 @@ class Reporter:
         name: Callable[[], str | None],
         interval: float,
         sampler: Sampler | None = None,
+        shadow: ShadowStats | None = None,
     ):
         self.client = client
         self.metrics = metrics
         self.name = name
         self.interval = interval
         self.sampler = sampler
+        self.shadow = shadow
         # Per path, what was logged last, not logged again.
-        self._trouble: dict[str, str | None] = {METRICS_PATH: None, SAMPLES_PATH: None}
+        self._trouble: dict[str, str | None] = dict.fromkeys(_TOLD)
 
     async def run(self) -> None:
         while True:
@@ -56,10 +62,15 @@ class Reporter:
 
     async def report(self) -> None:
         samples = self.metrics.flush()
+        comparisons, dropped = self.shadow.flush() if self.shadow is not None else ([], 0)
         name = self.name()
-        if not samples or name is None:
+        if name is None:
             return
-        await self._post(METRICS_PATH, {"gateway": name, "samples": samples})
+        if samples:
+            await self._post(METRICS_PATH, {"gateway": name, "samples": samples})
+        if comparisons or dropped:
+            body = {"gateway": name, "comparisons": comparisons, "dropped": dropped}
+            await self._post(SHADOW_PATH, body)
 
     async def report_samples(self, sampler: Sampler) -> None:
         """Send what waits, a batch at a time, until the dashboard does not take one."""

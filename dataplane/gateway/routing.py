@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataplane.gateway.headers import REQUEST_HANDLED
+from dataplane.gateway.shadow import Mirror
 from routing_engine import (
     ALL,
     GRAY,
@@ -43,7 +44,8 @@ from routing_engine.hops import (
     ask_for,
     render,
 )
-from routing_engine.lanes import GRAY_LANE, GRAY_PRIORITY, read_lanes
+from routing_engine.lanes import GRAY_LANE, GRAY_PRIORITY, lane_order, read_lanes
+from routing_engine.mirror import mirror_threshold
 from routing_engine.records import Instance, ServiceEntry, Skipped, read_services
 
 __all__ = ["ConfigError", "Instance", "Route", "RoutingTable", "Service", "route_key"]
@@ -96,6 +98,8 @@ class Service:
     # Per route, the candidates as the balancer's pick_prepared() takes them.
     prepared: dict[str, Prepared] = field(default_factory=dict)
     balancer: SmoothWeightedRoundRobin = field(default_factory=SmoothWeightedRoundRobin)
+    # Where a share of its PROD requests is copied (shadow.py), if anywhere.
+    mirror: Mirror | None = None
 
 
 @dataclass(slots=True)
@@ -194,6 +198,7 @@ class RoutingTable:
                 )
                 service.by_route[key] = (version, chosen)  # type: ignore[assignment]
                 service.prepared[key] = prepare(chosen)
+            service.mirror = _mirror(entry, lanes, gray_priority)
             services[name] = service
         matcher = GrayMatcher(
             policy, {name: s.routing for name, s in services.items()}, lanes, gray_priority
@@ -258,6 +263,23 @@ def _route(
     if header:
         lines += b"%s: %s\r\n" % (VERSIONS_HEADER.lower().encode(), header.encode("ascii"))
     return Route(flag, lane, lines, baggage)
+
+
+def _mirror(entry: ServiceEntry, lanes: Mapping[str, Any], gray_priority: int) -> Mirror | None:
+    """The service's mirror: of the lanes that mirror it (the gray lane by its override), the
+    first tried, with a routable instance of its version; None when none has."""
+    for lane in lane_order(lanes, gray_priority):
+        if lane == GRAY_LANE:
+            mirror, version = entry.routing.get("mirror"), entry.gray
+        else:
+            member = lanes[lane]["members"].get(entry.name, {})
+            mirror, version = member.get("mirror"), member.get("version")
+        if mirror is None or version == entry.prod or version in entry.quarantined:
+            continue
+        instances = [i for i in entry.instances if i.version == version]
+        if instances:
+            return Mirror(version, mirror_threshold(mirror), instances)
+    return None
 
 
 def _integer(document: dict, key: str) -> int:
