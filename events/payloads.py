@@ -69,6 +69,7 @@ class ReleaseFields(TypedDict):
     step: int
     steps: list[dict[str, Any]]
     analysis: dict[str, Any]
+    mirror: dict[str, Any] | None
     created_by: str
     created_at: str
     updated_at: str
