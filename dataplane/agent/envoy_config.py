@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from pathlib import Path
 from typing import Any
 
 from dataplane.agent.ir import Generation
@@ -167,7 +168,7 @@ def bootstrap(site: Site) -> dict[str, Any]:
     }
 
 
-def _file_log(path, log_format: dict) -> dict:
+def _file_log(path: Path, log_format: dict) -> dict:
     return {
         "name": "envoy.access_loggers.file",
         "typed_config": _typed(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,7 +57,7 @@ def default_cache_file(port: int) -> Path:
     return base / "graylane" / f"gateway-{port}.json"
 
 
-def sample_options(option) -> None:
+def sample_options(option: Callable[..., None]) -> None:
     """Sampled requests (sampling.py): the Python gateway's and the agent's alike."""
     option(
         "--samples",
