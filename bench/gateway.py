@@ -7,6 +7,7 @@ Run:  .venv/bin/python bench/gateway.py [--runs 3] [--seconds 5] [--connections 
                                         [--latency-connections 1] [--no-aiohttp] [--no-sketch]
                                         [--no-engines] [--envoy-only] [--swap-seconds 6]
                                         [--quick] [--counted FEW MANY] [--no-valgrind]
+                                        [--sample-rate R]
 
 Everything runs on this machine as child processes: the upstream is an nginx (1 worker)
 answering every path with a fixed 16-byte body; the proxies in front of it are
@@ -286,8 +287,12 @@ class EngineChild:
         self.loop.run_until_complete(self.engine.stop())
 
 
-def ruled_engine(kind: str, directory: Path, loop, body: bytes) -> EngineChild:
-    site = Site("127.0.0.1", free_port(), free_port(), directory, workers=1)
+def ruled_engine(
+    kind: str, directory: Path, loop, body: bytes, sample_rate: float = 0.0
+) -> EngineChild:
+    site = Site(
+        "127.0.0.1", free_port(), free_port(), directory, workers=1, sample_rate=sample_rate
+    )
     directory.mkdir(parents=True, exist_ok=True)
     if kind == "envoy":
         binary = envoy_binary()
@@ -704,6 +709,13 @@ def main() -> None:
         "--lanes", type=int, default=LANES, help=f"lanes beside gray (default {LANES})"
     )
     parser.add_argument(
+        "--sample-rate",
+        type=float,
+        default=0.0,
+        help="the engines with our rules sample this share into their sample log (the "
+        "agent's --sample-rate; default 0: off)",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="1 run of 2 s, 3 s of changes, fewer counted"
     )
     parser.add_argument(
@@ -760,8 +772,12 @@ def main() -> None:
             proxies["envoy"] = plain_envoy(work / "envoy", upstream.port)
             body = cache.read_bytes()
             if not args.envoy_only:
-                proxies["nginx+rules"] = ruled_engine("nginx", work / "nginx-rules", loop, body)
-            proxies["envoy+rules"] = ruled_engine("envoy", work / "envoy-rules", loop, body)
+                proxies["nginx+rules"] = ruled_engine(
+                    "nginx", work / "nginx-rules", loop, body, args.sample_rate
+                )
+            proxies["envoy+rules"] = ruled_engine(
+                "envoy", work / "envoy-rules", loop, body, args.sample_rate
+            )
         children += proxies.values()
         print(
             f"wrk -t1 -c{args.connections} -d{args.seconds}s, {args.runs} runs; gateway policy: "

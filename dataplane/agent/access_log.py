@@ -53,31 +53,34 @@ def _service_of(path) -> str | None:
     return path[1:].split("/", 1)[0].split("?", 1)[0] or None
 
 
-class AccessLogTail:
-    def __init__(self, path: Path, metrics: Metrics, generation: Callable[[], Generation | None]):
+class LogTail:
+    """A JSON log an engine appends to (O_APPEND), read from where it was left: its whole
+    lines go to `consume`. The agent owns the file: it empties it past MAX_LOG_BYTES, and
+    starts over when the file was emptied or replaced (rotated, or the engine restarted
+    over a new one). Reading never holds up the engine, which only appends."""
+
+    def __init__(self, path: Path, consume: Callable[[list[bytes]], None]):
         self.path = path
-        self.metrics = metrics
-        self.generation = generation
+        self.consume = consume
         self.offset = 0
         self.partial = b""
+        self.inode = 0
 
     def read(self) -> None:
         try:
-            size = self.path.stat().st_size
+            stat = self.path.stat()
         except FileNotFoundError:
             return
-        if size < self.offset:  # emptied
-            self.offset, self.partial = 0, b""
+        if stat.st_size < self.offset or stat.st_ino != self.inode:  # emptied or replaced
+            self.offset, self.partial, self.inode = 0, b"", stat.st_ino
         with open(self.path, "rb") as file:
             file.seek(self.offset)
-            data = file.read()
+            data = file.read(MAX_LOG_BYTES)
         self.offset += len(data)
         lines = (self.partial + data).split(b"\n")
         self.partial = lines.pop()
-        generation = self.generation()
-        if generation is not None:
-            for line in lines:
-                count_line(self.metrics, generation, line)
+        if lines:
+            self.consume(lines)
         if self.offset > MAX_LOG_BYTES and not self.partial:
             with open(self.path, "r+b") as file:
                 file.truncate(0)
@@ -89,4 +92,18 @@ class AccessLogTail:
             try:
                 self.read()
             except OSError as exc:
-                log.warning("Cannot read the access log %s: %s", self.path, exc)
+                log.warning("Cannot read the log %s: %s", self.path, exc)
+
+
+def access_log_tail(
+    path: Path, metrics: Metrics, generation: Callable[[], Generation | None]
+) -> LogTail:
+    """The access log counted into `metrics`, by the generation in force."""
+
+    def consume(lines: list[bytes]) -> None:
+        current = generation()
+        if current is not None:
+            for line in lines:
+                count_line(metrics, current, line)
+
+    return LogTail(path, consume)

@@ -8,15 +8,17 @@ import asyncio
 import logging
 import signal
 
-from dataplane.agent.access_log import AccessLogTail
+from dataplane.agent.access_log import access_log_tail
 from dataplane.agent.engines import NGINX, Engine, EnvoyEngine, NginxEngine, envoy_binary
 from dataplane.agent.ir import compile_document
 from dataplane.agent.nginx_config import LUA_MISSING, missing_modules
 from dataplane.agent.options import Options
+from dataplane.agent.samples import sample_log_tail
 from dataplane.agent.site import Site
 from dataplane.gateway.config_client import ConfigClient, dashboard_client
 from dataplane.gateway.metrics import Metrics
 from dataplane.gateway.reporter import Reporter
+from dataplane.gateway.sampling import Sampler
 
 log = logging.getLogger("dataplane.agent")
 
@@ -33,6 +35,7 @@ def make_engine(options: Options) -> Engine:
         request_timeout=options.request_timeout,
         worker_shutdown_timeout=options.worker_shutdown_timeout,
         workers=options.workers,
+        sample_rate=options.sample_rate if sampling(options) else 0.0,
     )
     site.directory.mkdir(parents=True, exist_ok=True)
     if options.engine == "envoy":
@@ -46,11 +49,19 @@ def make_engine(options: Options) -> Engine:
     return NginxEngine(site, options.binary or NGINX, reload_interval=options.reload_interval)
 
 
+def sampling(options: Options) -> bool:
+    return options.samples and options.sample_rate > 0 and options.sample_cap > 0
+
+
 async def serve(options: Options) -> None:
     loop = asyncio.get_running_loop()
     engine = make_engine(options)
     metrics = Metrics()
-    tail = AccessLogTail(engine.site.access_log, metrics, lambda: engine.running)
+    tails = [access_log_tail(engine.site.access_log, metrics, lambda: engine.running)]
+    # The engine draws at the rate; the agent's sampler only caps them a second.
+    sampler = Sampler(1.0, options.sample_cap) if sampling(options) else None
+    if sampler is not None:
+        tails.append(sample_log_tail(engine.site.sample_log, sampler))
     async with dashboard_client(options.dashboard, options.token) as client:
         config = ConfigClient(
             client=client,
@@ -68,6 +79,7 @@ async def serve(options: Options) -> None:
             metrics=metrics,
             name=lambda: config.name,
             interval=options.metrics_interval,
+            sampler=sampler,
         )
         log.info(
             "Agent for %s %s on %s:%d (config in %s, dashboard %s)",
@@ -86,7 +98,7 @@ async def serve(options: Options) -> None:
             tasks = [
                 loop.create_task(config.run()),
                 loop.create_task(reporter.run()),
-                loop.create_task(tail.run(min(0.5, options.metrics_interval))),
+                *(loop.create_task(tail.run(min(0.5, options.metrics_interval))) for tail in tails),
             ]
             waiters = [loop.create_task(stop.wait()), loop.create_task(_engine_exit(engine))]
             done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)

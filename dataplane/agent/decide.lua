@@ -489,10 +489,62 @@ for _, route in pairs(ROUTES) do
   route.clear = clear
 end
 
+-- Sampled requests (dataplane/agent/samples.py): one in 1/SAMPLE_RATE, drawn here, with
+-- what the decision read as JSON for the engine's sample log. Only a sampled request pays
+-- for the rest (string.gsub included).
+local random = math.random
+local SAMPLE_HEADERS = {}
+do
+  local seen = {[""] = true}
+  local function add(name)
+    if not seen[name] then seen[name], SAMPLE_HEADERS[#SAMPLE_HEADERS + 1] = true, name end
+  end
+  for i = 1, #HEADER_RULES do add(HEADER_RULES[i][1]) end
+  add(USER_KEY)
+  add(CITY_KEY)
+end
+
+local JSON_ESCAPES = {['"'] = '\\"', ['\\'] = '\\\\'}
+for i = 0, 31 do JSON_ESCAPES[char(i)] = string.format("\\u%04x", i) end
+local function json_string(text)
+  if text == nil then return "null" end
+  return '"' .. (text:gsub('[%z\1-\31"\\]', JSON_ESCAPES)) .. '"'
+end
+
+-- The Python gateway's sample (dataplane/gateway/proxy.py) but its status, latency and
+-- time, which the engine logs: the client and city behind trusted proxies, the user and
+-- the headers some rule names (values as the decision reads them).
+local function sample_json(h, name, path, peer, forwarded)
+  local ip, number, hex = peer, address_key(peer)
+  local trusted = HAS_TRUSTED and in_networks(TRUSTED_NETS, number, hex)
+  if trusted then
+    ip = client_ip(peer, forwarded)
+    number, hex = address_key(ip)
+  end
+  local user, headers = nil, {}
+  for i = 1, #SAMPLE_HEADERS do
+    local value = IO.get(h, SAMPLE_HEADERS[i])
+    if value then
+      value = utf8_of_latin1(value)
+      headers[#headers + 1] = json_string(SAMPLE_HEADERS[i]) .. ":" .. json_string(value)
+      if SAMPLE_HEADERS[i] == USER_KEY and value ~= "" then user = value end
+    end
+  end
+  local city = city_of(h, ip, number, hex, trusted)
+  if city == "" then city = nil end
+  return concat({
+    '{"service":', json_string(name), ',"method":', json_string(IO.method(h)),
+    ',"path":', json_string(sub(path, 1, (find(path, "?", 1, true) or #path + 1) - 1)),
+    ',"ip":', json_string(ip), ',"user":', json_string(user), ',"city":', json_string(city),
+    ',"headers":{', concat(headers, ","), "}}",
+  })
+end
+
 -- What the Python gateway does to a request's head (ClientConnection._upstream_head): the
 -- client's route headers and gray baggage dropped, the peer appended to X-Forwarded-For,
 -- the route decided, and its headers and baggage members set. Returns the status and detail
--- of an answer (nil, nil to proxy), the pool, the route and the service.
+-- of an answer (nil, nil to proxy), the pool, the route, the service and the sample (nil
+-- for a request not sampled).
 local function route_request(h, path, peer)
   local name = service_of(path)
   local service = name and SERVICES[name]
@@ -502,13 +554,15 @@ local function route_request(h, path, peer)
   local baggage = IO.all(h, "baggage", ",")
   IO.put(h, "x-forwarded-for", forwarded and (forwarded .. ", " .. peer) or peer, sent)
   local key = decide(name, h, peer, forwarded)
+  local sample = SAMPLE_RATE > 0 and random() < SAMPLE_RATE
+    and sample_json(h, name, path, peer, forwarded) or nil
   local route = ROUTES[key]
   IO.route(h, route)
   local kept = baggage and strip_gray_baggage(baggage) or ""
   IO.put(h, "baggage", kept ~= "" and (kept .. "," .. route.baggage) or route.baggage, baggage)
   local pool = service[key]
-  if not pool then return 503, "no routable instance", nil, route, name end
-  return nil, nil, pool, route, name
+  if not pool then return 503, "no routable instance", nil, route, name, sample end
+  return nil, nil, pool, route, name, sample
 end
 
 local function detail_json(detail) return '{"detail": "' .. detail .. '"}' end
@@ -542,6 +596,7 @@ if ENGINE == "envoy" then
     route = function(h, route)
       for i = 1, #route.headers do h:add(route.headers[i][1], route.headers[i][2]) end
     end,
+    method = function(h) return h:get(":method") end,
     -- The geoip filter looked up CLIENT_HEADER, which the first Lua filter set to `ip`.
     geo_city = function(h, _) return GEOIP and h:get(GEO_HEADER) or nil end,
   }
@@ -563,7 +618,8 @@ if ENGINE == "envoy" then
     local path = headers:get(":path") or "/"
     if line_too_long(headers, path) then return answer(handle, "414", LINE_TOO_LONG) end
     local peer = peer_of(handle:streamInfo():downstreamDirectRemoteAddress())
-    local status, detail, pool = route_request(headers, path, peer)
+    local status, detail, pool, _, _, sample = route_request(headers, path, peer)
+    if sample then handle:streamInfo():dynamicMetadata():set("graylane", "sample", sample) end
     if status then return answer(handle, tostring(status), detail) end
     headers:add(POOL_HEADER, pool)  -- the client's was dropped before this filter
     handle:clearRouteCache()
@@ -586,6 +642,7 @@ IO = {
     return value
   end,
   put = function(_, name, value) set_header(name, value) end,
+  method = function() return ngx.req.get_method() end,
   route = function(_, route)
     for i = 1, #route.clear do clear_header(route.clear[i]) end
     for i = 1, #route.headers do set_header(route.headers[i][1], route.headers[i][2]) end
@@ -605,8 +662,9 @@ IO = {
 return {
   access = function()
     local headers = ngx.req.get_headers(0)
-    local status, detail, pool, route, name =
+    local status, detail, pool, route, name, sample =
       route_request(headers, ngx.var.request_uri, ngx.var.remote_addr)
+    if sample then ngx.var.graylane_sample = sample end
     if route then
       ngx.var.graylane_service, ngx.var.graylane_pool = name, pool or ""
       ngx.var.graylane_flag = route.status

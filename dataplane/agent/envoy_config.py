@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from pathlib import Path
 from typing import Any
 
 from dataplane.agent.ir import Generation
@@ -30,6 +31,7 @@ from dataplane.agent.lua_data import (
     ROUTE_HEADERS,
     lua_source,
 )
+from dataplane.agent.samples import ENVOY_FORMAT
 from dataplane.agent.site import Site
 from dataplane.gateway.limits import HEADER_COUNT_LIMIT, HEADERS_LIMIT
 
@@ -129,16 +131,8 @@ def bootstrap(site: Site) -> dict[str, Any]:
             },
             "http_filters": http_filters,
             "access_log": [
-                {
-                    "name": "envoy.access_loggers.file",
-                    "typed_config": _typed(
-                        "envoy.extensions.access_loggers.file.v3.FileAccessLog",
-                        {
-                            "path": str(site.access_log),
-                            "log_format": {"json_format": ACCESS_LOG_FORMAT},
-                        },
-                    ),
-                }
+                _file_log(site.access_log, ACCESS_LOG_FORMAT),
+                *([_sample_log(site)] if site.sample_rate else []),
             ],
         },
     )
@@ -169,6 +163,34 @@ def bootstrap(site: Site) -> dict[str, Any]:
             "cds_config": {
                 "resource_api_version": "V3",
                 "path_config_source": {"path": str(site.directory / "cds.json")},
+            }
+        },
+    }
+
+
+def _file_log(path: Path, log_format: dict) -> dict:
+    return {
+        "name": "envoy.access_loggers.file",
+        "typed_config": _typed(
+            "envoy.extensions.access_loggers.file.v3.FileAccessLog",
+            {"path": str(path), "log_format": {"json_format": log_format}},
+        ),
+    }
+
+
+def _sample_log(site: Site) -> dict:
+    """The requests decide.lua sampled: those whose Lua filter set graylane's `sample`
+    (samples.py)."""
+    return {
+        **_file_log(site.sample_log, ENVOY_FORMAT),
+        "filter": {
+            "metadata_filter": {
+                "matcher": {
+                    "filter": "graylane",
+                    "path": [{"key": "sample"}],
+                    "value": {"present_match": True},
+                },
+                "match_if_key_not_found": False,
             }
         },
     }

@@ -209,6 +209,7 @@ def lua_data(generation: Generation, site: Site, engine: str, stage: str = "deci
         f"local CLIENT_HEADER = {lua_string(CLIENT_HEADER)}",
         f"local REQUEST_LINE_LIMIT = {REQUEST_LINE_LIMIT}",
         f"local LINE_TOO_LONG = {lua_string(LINE_TOO_LONG)}",
+        f"local SAMPLE_RATE = {site.sample_rate!r}",
         f"local TRUSTED = {_lua_ranges(trusted_ranges(site))}",
         f"local LOCAL = {_lua_ranges(local_ranges())}",
     ]

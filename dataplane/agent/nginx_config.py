@@ -15,6 +15,7 @@ from pathlib import Path
 
 from dataplane.agent.ir import Generation
 from dataplane.agent.lua_data import lua_source
+from dataplane.agent.samples import NGINX_FORMAT
 from dataplane.agent.site import Site
 from dataplane.gateway.limits import (
     HEADER_LIMIT,
@@ -95,6 +96,10 @@ def render_nginx(generation: Generation, site: Site) -> str:
         '"status":"$status","seconds":"$request_time"}\';'
     )
     emit(f"  access_log {site.access_log} graylane buffer=64k flush=1s if=$graylane_service;")
+    if site.sample_rate:  # the requests decide.lua sampled (samples.py)
+        emit(f"  log_format graylane_sample escape=json '{NGINX_FORMAT}';")
+        sampled = "buffer=16k flush=1s if=$graylane_sample"
+        emit(f"  access_log {site.sample_log} graylane_sample {sampled};")
     emit(f'  lua_package_path "{LUA_PACKAGES};;";')
     # Run in the master at each (re)load, so the workers share the indexed data.
     emit(f"  init_by_lua_block {{ graylane = dofile({quote(str(lua_file(generation, site)))}) }}")
@@ -111,7 +116,8 @@ def render_nginx(generation: Generation, site: Site) -> str:
         emit("  }")
     emit("  server {")
     emit(f"    listen {site.listen};")
-    for variable in ("service", "flag", "lane", "pool", "client_ip"):
+    sample = ("sample",) if site.sample_rate else ()
+    for variable in ("service", "flag", "lane", "pool", "client_ip", *sample):
         emit(f"    set $graylane_{variable} '';")
     emit("    location = /-/readyz {")
     emit("      default_type text/plain;")

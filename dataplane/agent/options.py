@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dataplane.cli import env_option, gateway_options, positive
-from dataplane.gateway.options import default_cache_file
+from dataplane.gateway.options import default_cache_file, sample_options
 
 ENGINES = ("envoy", "nginx")
 
@@ -38,6 +38,10 @@ class Options:
     workers: int | None
     prod_fallback: bool
     log_level: str
+    # Sampled requests (sampling.py): the engine draws them, the agent caps them a second.
+    samples: bool = True
+    sample_rate: float = 0.1
+    sample_cap: int = 200
 
 
 def parse(argv: list[str] | None = None, environ=os.environ) -> Options:
@@ -91,6 +95,7 @@ def parse(argv: list[str] | None = None, environ=os.environ) -> Options:
         "the engine's workers (Envoy threads, nginx processes); default: one per core",
         type=int,
     )
+    sample_options(option)
     args = parser.parse_args(argv)
     host, port = args.listen
     workdir = (
@@ -120,4 +125,7 @@ def parse(argv: list[str] | None = None, environ=os.environ) -> Options:
         workers=int(args.workers) if args.workers else None,
         prod_fallback=args.prod_fallback,
         log_level=args.log_level.upper(),
+        samples=args.samples,
+        sample_rate=args.sample_rate,
+        sample_cap=args.sample_cap,
     )

@@ -25,6 +25,11 @@ class Site:
     request_timeout: float = 30.0
     worker_shutdown_timeout: float = 10.0
     workers: int | None = None  # worker threads (Envoy) or processes (nginx); None: per core
+    sample_rate: float = 0.0  # the share of requests decide.lua samples; 0: none (no log)
+
+    @property
+    def sample_log(self) -> Path:
+        return self.directory / "samples.log"
 
     @property
     def access_log(self) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +57,31 @@ def default_cache_file(port: int) -> Path:
     return base / "graylane" / f"gateway-{port}.json"
 
 
+def sample_options(option: Callable[..., None]) -> None:
+    """Sampled requests (sampling.py): the Python gateway's and the agent's alike."""
+    option(
+        "--samples",
+        "GATEWAY_SAMPLES",
+        "send sampled requests (the attributes rules read, status, latency) to the dashboard",
+        "true",
+        type=boolean,
+    )
+    option(
+        "--sample-rate",
+        "GATEWAY_SAMPLE_RATE",
+        "the share of requests sampled, from 0 to 1",
+        "0.1",
+        type=share,
+    )
+    option(
+        "--sample-cap",
+        "GATEWAY_SAMPLE_CAP",
+        "most requests sampled per second",
+        "200",
+        type=count,
+    )
+
+
 def parse(argv: list[str] | None = None, environ=os.environ) -> Options:
     parser = argparse.ArgumentParser(
         prog="python -m dataplane.gateway",
@@ -101,27 +127,7 @@ def parse(argv: list[str] | None = None, environ=os.environ) -> Options:
         "10",
         type=positive,
     )
-    option(
-        "--samples",
-        "GATEWAY_SAMPLES",
-        "send sampled requests (the attributes rules read, status, latency) to the dashboard",
-        "true",
-        type=boolean,
-    )
-    option(
-        "--sample-rate",
-        "GATEWAY_SAMPLE_RATE",
-        "the share of requests sampled, from 0 to 1",
-        "0.1",
-        type=share,
-    )
-    option(
-        "--sample-cap",
-        "GATEWAY_SAMPLE_CAP",
-        "most requests sampled per second",
-        "200",
-        type=count,
-    )
+    sample_options(option)
     args = parser.parse_args(argv)
     # argparse passes string defaults (here: from the environment) through `type` too.
     host, port = args.listen

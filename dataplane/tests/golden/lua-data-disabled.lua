@@ -7,6 +7,7 @@ local GEO_HEADER = "x-graylane-geoip-city"
 local CLIENT_HEADER = "x-graylane-client-ip"
 local REQUEST_LINE_LIMIT = 8192
 local LINE_TOO_LONG = "The request line is over 8 KiB."
+local SAMPLE_RATE = 0.0
 local TRUSTED = {v4 = "a000000-affffff,", v6 = ""}
 local LOCAL = {v4 = "a000000-affffff,7f000000-7fffffff,a9fe0000-a9feffff,ac100000-ac1fffff,c0a80000-c0a8ffff,", v6 = "00000000000000000000000000000001-00000000000000000000000000000001,fc000000000000000000000000000000-fdffffffffffffffffffffffffffffff,fe800000000000000000000000000000-febfffffffffffffffffffffffffffff,"}
 local ENABLED = false
