@@ -22,7 +22,13 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
 	touch $@
 
-install: $(VENV)/.installed
+# The engine's C primitives, built in place (tools/build_speedups.py). Optional: where they do
+# not build, one line says so and the engine runs in pure Python (the same decisions).
+routing_engine/.speedups-built: routing_engine/_speedups.c tools/build_speedups.py $(VENV)/.installed
+	$(PY) tools/build_speedups.py
+	touch $@
+
+install: $(VENV)/.installed routing_engine/.speedups-built
 
 # The dashboard and the demo fleet run under one supervisor (demo/fleet.py): Ctrl-C
 # or SIGTERM stops every process it started.

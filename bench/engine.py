@@ -8,6 +8,10 @@ Policy: 100,000 users, 10,000 IP rules (IPv4 /8../32, mostly long prefixes, plus
 Requests: mostly misses, the worst case for a scan because
 every list is walked to its end, and a share of hits of each kind.
 
+GrayMatcher is measured twice, side by side: on the engine's C primitives
+(routing_engine/_speedups.c, built by `make install`; the default) and on its pure Python
+ones (the fallback), after checking that both decide every request of the pool the same.
+
 What one decision costs is what a gateway pays per request with the raw request headers,
 their names in the client's spelling: GrayMatcher's `decide(pick_headers(headers), ip)`
 (pick_headers lower-cases only the headers the rules name, each spelling once), the
@@ -28,10 +32,11 @@ line is the figure: how many times faster than the list scan.
 
 Before it, the figure that does not move with the machine's load (bench/instructions.py):
 instructions and last-level cache misses per decision (reference policy, percent=10, 20
-lanes) counted by callgrind over 5,000 requests, each decoded from the pool's bytes into new
-objects just before its decision (as a gateway's just-parsed request; the decoding, counted
-alone, taken off), against the count at commit a8954e8 and the targets. It takes 2-4 minutes
-under valgrind; --no-valgrind leaves it out.
+lanes; C and pure Python, each in a valgrind process of its own, the two at once) counted by
+callgrind over 5,000 requests, each decoded from the pool's bytes into new objects just
+before its decision (as a gateway's just-parsed request; the decoding, counted alone, taken
+off), against the count at commit a8954e8 and the targets. It takes 2-4 minutes under
+valgrind; --no-valgrind leaves it out.
 Latest figures: bench/README.md.
 """
 
@@ -45,6 +50,7 @@ import statistics
 import sys
 from bisect import bisect_right
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from socket import AF_INET, AF_INET6, inet_pton
 
@@ -58,6 +64,7 @@ from routing_engine import (  # noqa: E402
     PROD,
     GrayMatcher,
     lower_headers,
+    matcher,
     normalize_policy,
 )
 from routing_engine.lanes import normalize_lane  # noqa: E402
@@ -284,14 +291,25 @@ def fresh_requests(pool: list[RawRequest], start: int, count: int) -> list[tuple
 
 
 def build_subjects(seed: int, pool_size: int):
-    """The policy, GrayMatcher of it, of it at percent=10 and with 19 more lanes, and the
-    pool of requests: the same objects for the same seed."""
+    """The policy, its 19 more lanes and the pool of requests: the same for the same seed."""
     rnd = random.Random(seed)
     policy = build_policy(rnd)
-    ours = GrayMatcher(policy)
-    percent = GrayMatcher({**policy, "percent": 10})
-    lanes = GrayMatcher(policy, {}, build_lanes(rnd, LANES - 1))
-    return policy, ours, percent, lanes, build_pool(rnd, policy, pool_size)
+    lanes = build_lanes(rnd, LANES - 1)
+    return policy, lanes, build_pool(rnd, policy, pool_size)
+
+
+def use_compiled(compiled: bool) -> bool:
+    """Matchers built from now on use the C primitives (routing_engine/_speedups.c) or the
+    pure Python ones; False if the C ones were asked for and are not built."""
+    matcher.speedups = matcher._compiled() if compiled else None
+    return compiled == (matcher.speedups is not None)
+
+
+def build_matchers(policy: dict, lanes: dict, compiled: bool) -> tuple[GrayMatcher, ...]:
+    """GrayMatcher of the policy, of it at percent=10 and with the lanes, C or pure Python."""
+    use_compiled(compiled)
+    return (GrayMatcher(policy), GrayMatcher({**policy, "percent": 10}),
+            GrayMatcher(policy, {}, lanes))  # fmt: skip
 
 
 # -- counted by callgrind ----------------------------------------------------------------------
@@ -304,10 +322,10 @@ def decoded_only(raw, ip) -> None:
     ip.decode()
 
 
-def decoded_and_decided(matcher: GrayMatcher) -> Callable:
+def decoded_and_decided(subject: GrayMatcher) -> Callable:
     """The same, then the decision as a gateway pays it: pick_headers + decide. So the
     request's objects are new and fresh in the cache, as a gateway's just-parsed request."""
-    decide, pick = matcher.decide, matcher.pick_headers
+    decide, pick = subject.decide, subject.pick_headers
 
     def call(raw, ip) -> None:
         headers = {name.decode(): value.decode() for name, value in raw}
@@ -318,24 +336,31 @@ def decoded_and_decided(matcher: GrayMatcher) -> Callable:
 
 COUNTED_SETUP = """
 from bench import engine
-_, ours, percent, lanes, pool = engine.build_subjects({seed}, {count})
+policy, lane_rules, pool = engine.build_subjects({seed}, {count})
+matchers = engine.build_matchers(policy, lane_rules, {compiled})
 calls = pool
 """
+KINDS = ("reference", "percent=10", f"{LANES} lanes")
 
 
-def count_decisions(seed: int, count: int) -> dict[str, instructions.Counted]:
+def count_decisions(
+    seed: int, count: int, implementations: tuple[bool, ...]
+) -> dict[tuple[bool, str], instructions.Counted]:
     """Instructions and LL misses per decision of the reference policy, percent=10 and 20
-    lanes over `count` requests of the pool, each decoded anew (that floor taken off)."""
-    return instructions.per_call(
-        COUNTED_SETUP.format(seed=seed, count=count),
-        {
-            "reference": "engine.decoded_and_decided(ours)",
-            "percent=10": "engine.decoded_and_decided(percent)",
-            f"{LANES} lanes": "engine.decoded_and_decided(lanes)",
-        },
-        count,
-        floor="engine.decoded_only",
-    )
+    lanes, compiled (True) and pure Python (False), over `count` requests of the pool, each
+    decoded anew (that floor taken off). Each implementation in a process of its own (only
+    its matchers in the simulated cache, as in a gateway), the two at once."""
+
+    def count_one(compiled: bool) -> dict[str, instructions.Counted]:
+        functions = {kind: f"engine.decoded_and_decided(matchers[{n}])"
+                     for n, kind in enumerate(KINDS)}  # fmt: skip
+        setup = COUNTED_SETUP.format(seed=seed, count=count, compiled=compiled)
+        return instructions.per_call(setup, functions, count, floor="engine.decoded_only")
+
+    with ThreadPoolExecutor(len(implementations)) as pool:
+        counted = dict(zip(implementations, pool.map(count_one, implementations), strict=True))
+    return {(compiled, kind): counted[compiled][kind] for compiled in implementations
+            for kind in KINDS}  # fmt: skip
 
 
 # -- timing ------------------------------------------------------------------------------------
@@ -423,10 +448,19 @@ def main() -> None:
     counting = None if args.no_valgrind else instructions.available()
     if counting is not None:
         raise SystemExit(f"{counting} (or pass --no-valgrind)")
+    # The C primitives first (the engine's default), then the pure Python fallback.
+    implementations = (True, False) if use_compiled(True) else (False,)
+    if implementations == (False,):
+        print("routing_engine._speedups is not built (make install): pure Python only")
     start = Clock.now()
-    policy, ours, percent, lanes, pool = build_subjects(args.seed, args.pool)
+    policy, lane_rules, pool = build_subjects(args.seed, args.pool)
+    subjects = {compiled: build_matchers(policy, lane_rules, compiled)
+                for compiled in implementations}  # fmt: skip
     built = Clock.now().since(start)
-    compile_wall, compile_cpu = time_compile(policy, builds)
+    compiles = {}
+    for compiled in implementations:
+        use_compiled(compiled)
+        compiles[compiled] = time_compile(policy, builds)
     scan = ListScan(policy)
     naive = NaiveSetBisect(policy)
     entries = len(policy["users"]) + len(policy["ips"]) + len(policy["cities"])
@@ -437,52 +471,69 @@ def main() -> None:
         f"built with the matchers and requests in {built.wall:.2f} s"
     )
     requests = fresh_requests(pool, 0, len(pool))
-    decisions = [ours.decide(ours.pick_headers(headers), ip).flag for headers, ip in requests]
+    ours = subjects[implementations[0]][0]
+    decisions = [ours.decide(ours.pick_headers(headers), ip) for headers, ip in requests]
+    flags = [decision.flag for decision in decisions]
     print(
-        f"requests: a pool of {len(pool):,} distinct, {decisions.count(GRAY) / len(pool):.1%} gray,"
+        f"requests: a pool of {len(pool):,} distinct, {flags.count(GRAY) / len(pool):.1%} gray,"
         f" {len(requests[0][0])}-{max(len(h) for h, _ in requests)} headers each; "
         f"each pass decodes new objects from the next slice"
     )
-    # The variants must agree, or the comparison means nothing.
-    for (headers, ip), expected in zip(requests, decisions, strict=True):
+    # The variants must agree, or the comparison means nothing; C and pure Python on every
+    # matcher.
+    for (headers, ip), expected in zip(requests, flags, strict=True):
         lowered = lower_headers(headers)
         assert naive.decide(lowered, ip) == expected, (headers, ip)
-    for (headers, ip), expected in zip(requests[: scanned * 2], decisions, strict=False):
+    for (headers, ip), expected in zip(requests[: scanned * 2], flags, strict=False):
         assert scan.decide(lower_headers(headers), ip) == expected, (headers, ip)
-    del requests, decisions
+    for variants in zip(*subjects.values(), strict=True):
+        for headers, ip in requests:
+            answers = {each.decide(each.pick_headers(headers), ip) for each in variants}
+            assert len(answers) == 1, (headers, ip, answers)
+    del requests, decisions, flags
 
     # The slow scan takes its requests from the end of the pool, the others from its start.
     offset = len(pool) // 2
-    timings = [
-        time_passes("(a) list scan, int masks", scan.decide, pool, scanned, scan_passes, offset),
-        time_passes("(b) naive set + bisect", naive.decide, pool, per_pass, passes, 0),
-        time_passes("(c) GrayMatcher.decide", ours.decide, pool, per_pass, passes, 0,
-                    ours.pick_headers),
-        time_passes("    ... with percent=10", percent.decide, pool, per_pass, passes, 0,
-                    percent.pick_headers),
-        time_passes(f"    ... {LANES} lanes", lanes.decide, pool, per_pass, passes, 0,
-                    lanes.pick_headers),
-        time_passes("    lower_headers + loop", no_decision, pool, per_pass, passes, 0),
-        time_passes("    pick_headers + loop", no_decision, pool, per_pass, passes, 0,
-                    ours.pick_headers),
-    ]  # fmt: skip
-    scan_t, _, ours_t, _, lanes_t, *_ = timings
+    timings: dict[object, Timing] = {
+        "scan": time_passes("(a) list scan, int masks", scan.decide, pool, scanned, scan_passes,
+                            offset),
+        "naive": time_passes("(b) naive set + bisect", naive.decide, pool, per_pass, passes, 0),
+    }  # fmt: skip
+    for compiled in implementations:
+        label = "C" if compiled else "pure Python"
+        for kind, subject in zip(KINDS, subjects[compiled], strict=True):
+            name = f"(c) GrayMatcher, {label}" if kind == "reference" else f"    ... {kind}"
+            timings[compiled, kind] = time_passes(
+                name, subject.decide, pool, per_pass, passes, 0, subject.pick_headers
+            )
+        timings[compiled, "pick"] = time_passes(
+            "    pick_headers + loop", no_decision, pool, per_pass, passes, 0,
+            subjects[compiled][0].pick_headers,
+        )  # fmt: skip
+    timings["lower"] = time_passes(
+        "    lower_headers + loop", no_decision, pool, per_pass, passes, 0
+    )
+    scan_t = timings["scan"]
     print()
     print("µs per decision, the header normalisation + decide(), median of passes:")
     print(f"{'':<28}{'wall':>12}{'CPU':>12}{'min wall':>12}")
-    for timing in timings:
+    for timing in timings.values():
         print(timing.line())
-    compile_us = compile_wall / entries * 1e6
-    print(
-        f"compile GrayMatcher(policy), median of {builds}: {compile_wall * 1e3:.0f} ms wall, "
-        f"{compile_cpu * 1e3:.0f} ms CPU = {compile_us:.2f} µs wall "
-        f"({compile_cpu / entries * 1e6:.2f} µs CPU) per list entry"
-    )
+    for compiled, (compile_wall, compile_cpu) in compiles.items():
+        print(
+            f"compile GrayMatcher(policy), {'C' if compiled else 'pure Python'}, median of "
+            f"{builds}: {compile_wall * 1e3:.0f} ms wall, {compile_cpu * 1e3:.0f} ms CPU = "
+            f"{compile_wall / entries * 1e6:.2f} µs wall ({compile_cpu / entries * 1e6:.2f} µs "
+            "CPU) per list entry"
+        )
+    ours_t = timings[implementations[0], "reference"]
+    lanes_t = timings[implementations[0], KINDS[2]]
+    compile_us = compiles[implementations[0]][0] / entries * 1e6
     ratio = scan_t.median / ours_t.median
     cpu_ratio = statistics.median(scan_t.cpu) / statistics.median(ours_t.cpu)
     print()
     print(
-        "targets: decision ≤ 1 µs: "
+        f"targets ({'C' if implementations[0] else 'pure Python'}): decision ≤ 1 µs: "
         f"{'met' if ours_t.median <= TARGET_DECISION_US else 'MISSED'} ({ours_t.median:.2f} µs); "
         f"compile ≤ 1 µs per entry: "
         f"{'met' if compile_us <= TARGET_COMPILE_US_PER_ENTRY else 'MISSED'} ({compile_us:.2f} µs);"
@@ -497,40 +548,45 @@ def main() -> None:
         f"target ≤ {TARGET_LANES_RATIO}: {lanes_met})"
     )
     if not args.no_valgrind:
-        print_counted(count_decisions(args.seed, COUNTED), timings)
+        print_counted(count_decisions(args.seed, COUNTED, implementations), timings)
     print(
         f"ours {ours_t.median:.2f} µs vs list scan with integer masks {scan_t.median:,.0f} µs "
         f"per decision (CPU: {cpu_ratio:,.0f}×): {ratio:,.0f}×"
     )
 
 
-def print_counted(counted: dict[str, instructions.Counted], timings: list[Timing]) -> None:
+def print_counted(
+    counted: dict[tuple[bool, str], instructions.Counted], timings: dict[object, Timing]
+) -> None:
     """The callgrind figures beside the timed ones, and their targets."""
-    timed = {"reference": timings[2], "percent=10": timings[3], f"{LANES} lanes": timings[4]}
     print()
     print(
         f"per decision, counted by callgrind over {COUNTED:,} requests (the same on any "
         "machine; LL: an 8 MiB 16-way last level), beside the timed medians:"
     )
     print(f"{'':<28}{'instructions':>14}{'LL misses':>12}{'µs wall':>10}{'µs CPU':>10}")
-    for name, figure in counted.items():
-        timing = timed[name]
+    for (compiled, kind), figure in counted.items():
+        timing = timings[compiled, kind]
+        name = f"{kind}, {'C' if compiled else 'pure Python'}"
         print(
             f"{name:<28}{figure.instructions:>14,.0f}{figure.ll_misses:>12.1f}"
             f"{timing.median:>10.2f}{statistics.median(timing.cpu):>10.2f}"
         )
-    reference = counted["reference"].instructions
-    percent = counted["percent=10"].instructions / reference
-    lanes = counted[f"{LANES} lanes"].instructions / reference
     met = {True: "met", False: "MISSED"}
-    print(
-        f"targets (instructions): reference ≤ 1/3 of {TODAY_INSTRUCTIONS:,} (a8954e8) = "
-        f"{TARGET_INSTRUCTIONS:,.0f}: {met[reference <= TARGET_INSTRUCTIONS]} ({reference:,.0f}, "
-        f"{reference / TODAY_INSTRUCTIONS:.2f}× a8954e8); percent=10 ≤ "
-        f"{TARGET_PERCENT_INSTRUCTIONS}× the reference: "
-        f"{met[percent <= TARGET_PERCENT_INSTRUCTIONS]} ({percent:.2f}×); {LANES} lanes ≤ "
-        f"{TARGET_LANES_RATIO}× the reference: {met[lanes <= TARGET_LANES_RATIO]} ({lanes:.2f}×)"
-    )
+    for compiled in dict.fromkeys(compiled for compiled, _ in counted):
+        reference = counted[compiled, "reference"].instructions
+        percent = counted[compiled, "percent=10"].instructions / reference
+        lanes = counted[compiled, f"{LANES} lanes"].instructions / reference
+        print(
+            f"targets (instructions), {'C' if compiled else 'pure Python'}: reference ≤ 1/3 of "
+            f"{TODAY_INSTRUCTIONS:,} (a8954e8) = {TARGET_INSTRUCTIONS:,.0f}: "
+            f"{met[reference <= TARGET_INSTRUCTIONS]} ({reference:,.0f}, "
+            f"{reference / TODAY_INSTRUCTIONS:.2f}× a8954e8); percent=10 ≤ "
+            f"{TARGET_PERCENT_INSTRUCTIONS}× the reference: "
+            f"{met[percent <= TARGET_PERCENT_INSTRUCTIONS]} ({percent:.2f}×); {LANES} lanes ≤ "
+            f"{TARGET_LANES_RATIO}× the reference: {met[lanes <= TARGET_LANES_RATIO]} "
+            f"({lanes:.2f}×)"
+        )
 
 
 if __name__ == "__main__":

@@ -9,12 +9,14 @@ ranges within the address's /16 block).
 
 from __future__ import annotations
 
+import os
 import zlib
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from socket import AF_INET, AF_INET6, inet_pton
+from types import ModuleType
 from typing import Any
 
 from .lanes import GRAY_LANE, GRAY_PRIORITY, lane_order, lane_rank
@@ -31,6 +33,23 @@ _BUCKETS = 10_000
 
 # Addresses ::ffff:a.b.c.d (IPv4-mapped IPv6) are matched against the IPv4 rules.
 _V4_MAPPED = bytes(10) + b"\xff\xff"
+
+
+def _compiled() -> ModuleType | None:
+    """The C primitives (routing_engine/_speedups.c, built by `make install`), or None: not
+    built here, or GRAYLANE_PURE_PYTHON_ENGINE set. Either decides the same; the pure Python
+    ones below are the fallback, and the engine's tests run both."""
+    if os.environ.get("GRAYLANE_PURE_PYTHON_ENGINE", "").lower() not in ("", "0", "false"):
+        return None
+    try:
+        from . import _speedups
+    except ImportError:
+        return None
+    return _speedups
+
+
+# Read when a matcher is built (tests switch it to run both implementations).
+speedups = _compiled()
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +96,11 @@ def header_picker(names: Iterable[str]) -> Callable[[Mapping[str, str]], dict[st
     Only the headers a decision reads are lower-cased, and each spelling once: which name a
     spelling is (or that it is none of them) is remembered. Once every header name of a
     request is a known spelling (one subset test, in C), the named ones are found by looking
-    up their known spellings, not by a Python step per header of the request."""
+    up their known spellings, not by a Python step per header of the request. Compiled:
+    learn() for every request, in C."""
     wanted = frozenset(names)
+    if speedups is not None:
+        return speedups.HeaderPicker(wanted, _SPELLINGS)
     spellings: dict[str, str | None] = {}
     known = spellings.keys()
     # [((spelling, lower-case name), ...)]: the known spellings of the named headers.
@@ -267,7 +289,8 @@ class GrayMatcher:
         # decide() is a closure over precomputed locals: it runs once per request and
         # reading closure cells is markedly cheaper than reading attributes of self.
         enabled = {name: lane for name, lane in (lanes or {}).items() if lane.get("enabled", True)}
-        if enabled and policy["enabled"]:
+        # Compiled, the gray lane alone is decided as one lane too: one decider in C.
+        if policy["enabled"] and (enabled or speedups is not None):
             self.decide, self._services = _compile_lanes(
                 policy, services or {}, enabled, gray_priority
             )
@@ -427,6 +450,10 @@ _NO_KEY = ""
 def _masked_bounds(ranges: list[tuple[int, int, int]]) -> tuple[list[int], list[int]]:
     """Disjoint segments of (first, last, lane bit) ranges that may overlap: `bounds` sorted,
     and masks[bisect_right(bounds, address)] the lanes whose ranges cover an address."""
+    if len({bit for _, _, bit in ranges}) == 1:
+        # One lane's (the gray lane's alone, most often): disjoint and sorted already.
+        bit = ranges[0][2]
+        return _bounds([(first, last) for first, last, _ in ranges]), [0, *[bit, 0] * len(ranges)]
     points = sorted({first for first, _, _ in ranges} | {last + 1 for _, last, _ in ranges})
     if not points:
         return [], [0]
@@ -471,7 +498,9 @@ def _masked_v4_blocks(
             if entry is None:
                 entry = blocks[block] = ([], [0])
             offsets, block_masks = entry
-            low, high = max(start, base) - base, min(stop, base + 0x10000) - base
+            # Not max() and min(): a call each per segment was a tenth of a compile.
+            low = start - base if start > base else 0
+            high = stop - base if stop < base + 0x10000 else 0x10000
             if offsets and offsets[-1] == low:
                 block_masks[-1] = mask  # a segment right after the last: no gap between
             else:
@@ -519,8 +548,11 @@ class _LaneIndex:
             for city in match["cities"]:
                 key = city.strip().casefold()
                 self.cities[key] = self.cities.get(key, 0) | bit
-            for user in match["users"]:
-                self.users[user] = self.users.get(user, 0) | bit
+            # A lane's users at once (100,000 in a step per user would be most of a compile).
+            lane_users = dict.fromkeys(match["users"], bit)
+            for user in lane_users.keys() & self.users.keys():
+                lane_users[user] |= self.users[user]
+            self.users.update(lane_users)
             threshold = percent_threshold(match["percent"])
             if threshold:
                 self.percents.append((bit, threshold, lane_rank(name)))
@@ -645,6 +677,38 @@ def _lanes_decider(
     hashed = table is not None or bool(own_percents)
     crc32 = zlib.crc32
 
+    def resolve(
+        header_mask: int,
+        ip_mask: int,
+        city_mask: int,
+        user_mask: int,
+        percent_hit: int,
+        own_hit: int,
+    ) -> Decision:
+        """The decision of a request some lane's rule or percent matched, by its masks."""
+        ruled = (header_mask | ip_mask | city_mask | user_mask) & rules_mask
+        mask = ruled | (percent_hit & percent_mask) | own_hit
+        if not mask:
+            return _PROD
+        lowest = mask & -mask
+        chosen = decisions[lowest.bit_length() - 1]
+        if ruled & lowest:
+            if header_mask & lowest:
+                return chosen["header"]
+            if ip_mask & lowest:
+                return chosen["ip"]
+            if city_mask & lowest:
+                return chosen["city"]
+            return chosen["user"]
+        return chosen["percent"]
+
+    if speedups is not None and len(index.order) <= 64:
+        # The masks below in C (uint64: up to 64 lanes), then resolve() as here.
+        return speedups.Probe(
+            index.headers, has_ips, v4_blocks, v6_bounds, v6_masks, cities, users, user_set,
+            city_key, user_key, seed, everyone, own_everyone, table, own_percents, _PROD, resolve,
+        )  # fmt: skip
+
     def decide(
         headers: Mapping[str, str],
         ip: str | None = None,
@@ -715,20 +779,6 @@ def _lanes_decider(
             # Most requests: no lane at all, told by truth tests rather than mask arithmetic
             # (each | and & an int operation, and a new int above 256).
             return _PROD
-        ruled = (header_mask | ip_mask | city_mask | user_mask) & rules_mask
-        mask = ruled | (percent_hit & percent_mask) | own_hit
-        if not mask:
-            return _PROD
-        lowest = mask & -mask
-        chosen = decisions[lowest.bit_length() - 1]
-        if ruled & lowest:
-            if header_mask & lowest:
-                return chosen["header"]
-            if ip_mask & lowest:
-                return chosen["ip"]
-            if city_mask & lowest:
-                return chosen["city"]
-            return chosen["user"]
-        return chosen["percent"]
+        return resolve(header_mask, ip_mask, city_mask, user_mask, percent_hit, own_hit)
 
     return decide

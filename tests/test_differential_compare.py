@@ -2,8 +2,14 @@
 them for real): the generator's callers are the ones the gateways' rule finds, answers are
 read hop by hop, and every field that differs is reported at its hop."""
 
-from routing_engine import CallerResolver
+from collections import Counter
+
+import pytest
+
+from routing_engine import DEFAULT_POLICY, CallerResolver, GrayMatcher, matcher, normalize_policy
+from routing_engine.lanes import normalize_lane
 from testing import differential as diff
+from testing.speedups import compiled_or_skip
 
 V1 = diff.Hop("user-app", "PROD", None, "V1", (("graylane.gray", "PROD"),), ("PROD", None))
 
@@ -62,3 +68,46 @@ def test_every_differing_field_is_reported_at_its_hop_with_an_example():
     # A hop missing from the answer disagrees too.
     short = diff.compare("test", requests[:1], wanted[:1], diff.Observed([[V1]], []))
     assert dict(short.by_hop_and_field) == {("2:order-app", "missing"): 1}
+
+
+def _matchers(compiled, document_lanes):
+    """GrayMatcher of the differential document's rules (and its lanes, if given), built on the
+    engine's C primitives or on its pure Python fallback, with each path service's decide."""
+    previous = matcher.speedups
+    matcher.speedups = compiled_or_skip() if compiled else None
+    try:
+        lanes = {
+            entry["name"]: normalize_lane({k: v for k, v in entry.items() if k != "name"})
+            for entry in document_lanes
+        }
+        rules = {key: value for key, value in diff.GRAY_RULES.items() if key != "routing"}
+        built = GrayMatcher(normalize_policy({**DEFAULT_POLICY, **rules}), {}, lanes)
+    finally:
+        matcher.speedups = previous
+    return built, [built.decide] + [built.for_service(service) for service in diff.PATH]
+
+
+@pytest.mark.parametrize("document_lanes", [diff.LANES, []], ids=["lanes", "gray-only"])
+def test_the_compiled_engine_decides_as_the_pure_python_one(document_lanes):
+    """Every generated request, as a gateway decides it (its client, the city it believes or
+    GeoIP's) and with the city left to the header, at every hop of the path: the C primitives
+    (routing_engine/_speedups.c) and the pure Python ones decide the same."""
+    compiled, compiled_decides = _matchers(True, document_lanes)
+    pure, pure_decides = _matchers(False, document_lanes)
+    resolver = CallerResolver(diff.TRUSTED_PROXIES, str(diff.GEOIP_TEST_DB))
+    decided: Counter[tuple[str | None, str | None]] = Counter()
+    for request in diff.generate(10_000):
+        headers = {name: diff.read_as_gateways_do(value) for name, value in request.headers}
+        picked = compiled.pick_headers(headers)
+        assert picked == pure.pick_headers(headers), request
+        city = resolver.city(request.client, picked.get("x-city"), request.believed)
+        for ours, theirs in zip(compiled_decides, pure_decides, strict=True):
+            for kwargs in ({"city": city or ""}, {}):
+                decision = ours(picked, request.client, **kwargs)
+                assert decision == theirs(picked, request.client, **kwargs), request
+                decided[decision.lane, decision.matched] += 1
+    # The requests reach every rule kind of every lane (the comparison means something).
+    lanes = {entry["name"] for entry in document_lanes} | {"gray"}
+    kinds = {(lane, kind) for lane, kind in decided if lane is not None}
+    assert {lane for lane, _ in kinds} == lanes
+    assert {kind for _, kind in kinds} == {"header", "ip", "city", "user", "percent"}

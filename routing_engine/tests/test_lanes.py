@@ -19,6 +19,9 @@ from routing_engine.lanes import (
 )
 from routing_engine.policy import PolicyError
 
+# Every test here on the C primitives and on the pure Python fallback (conftest.engine).
+pytestmark = pytest.mark.usefixtures("engine")
+
 POLICY = normalize_policy(
     {
         **DEFAULT_POLICY,

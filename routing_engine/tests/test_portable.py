@@ -7,9 +7,14 @@ import random
 import zlib
 from bisect import bisect_right
 
+import pytest
+
 from routing_engine import DEFAULT_POLICY, GrayMatcher, normalize_policy
 from routing_engine.lanes import normalize_lane
 from routing_engine.portable import casefold_table, decision_rules, python_space
+
+# Every test here on the C primitives and on the pure Python fallback (conftest.engine).
+pytestmark = pytest.mark.usefixtures("engine")
 
 POLICY = normalize_policy(
     {

@@ -5,6 +5,9 @@ import pytest
 
 from routing_engine import ALL, GRAY, PROD, GrayMatcher, lower_headers, select_instances
 
+# Every test here on the C primitives and on the pure Python fallback (conftest.engine).
+pytestmark = pytest.mark.usefixtures("engine")
+
 INSTANCES = [
     {"id": "user-v1", "host": "127.0.0.1", "port": 7201, "version": "V1", "weight": 1.0},
     {"id": "user-v2", "host": "127.0.0.1", "port": 7202, "version": "V2", "weight": 1.0},

@@ -14,6 +14,9 @@ from routing_engine import (
     user_bucket,
 )
 
+# Every test here on the C primitives and on the pure Python fallback (conftest.engine).
+pytestmark = pytest.mark.usefixtures("engine")
+
 USERS = [str(n) for n in range(100_000)]
 
 
