@@ -77,9 +77,11 @@ class SampleSerializer(StrictSerializer):
         return attrs
 
 
-class IngestSerializer(StrictSerializer):
+class GatewayReportSerializer(StrictSerializer):
+    """What a gateway reports: its name (its token's) and a bounded list of `samples`, whose
+    serializer the subclass names."""
+
     gateway = serializers.SlugField(max_length=64, help_text="The gateway sending (its token's).")
-    samples = SampleSerializer(many=True, allow_empty=False)
 
     def validate_gateway(self, value: str) -> str:
         if value != self.context["gateway"]:
@@ -91,6 +93,14 @@ class IngestSerializer(StrictSerializer):
             raise serializers.ValidationError(
                 f"At most {settings.METRICS_MAX_SAMPLES} samples per request."
             )
+        return value
+
+
+class IngestSerializer(GatewayReportSerializer):
+    samples = SampleSerializer(many=True, allow_empty=False)
+
+    def validate_samples(self, value: list[dict]) -> list[dict]:
+        value = super().validate_samples(value)
         seen = set()
         for sample in value:
             key = (sample["service"], sample["version"], sample["lane"], sample["ts"])

@@ -1,10 +1,14 @@
 import math
 import time
 
-from django.conf import settings
 from rest_framework import serializers
 
-from metrics.serializers import MAX_FUTURE_SECONDS, MAX_LATENCY_MS, StrictSerializer
+from metrics.serializers import (
+    MAX_FUTURE_SECONDS,
+    MAX_LATENCY_MS,
+    GatewayReportSerializer,
+    StrictSerializer,
+)
 from traffic.samples import TrafficSample
 
 # As large as the Python gateway lets a request head be (dataplane/gateway/limits.py): a
@@ -53,21 +57,8 @@ class TrafficSampleSerializer(StrictSerializer):
         return value
 
 
-class TrafficIngestSerializer(StrictSerializer):
-    gateway = serializers.SlugField(max_length=64, help_text="The gateway sending (its token's).")
+class TrafficIngestSerializer(GatewayReportSerializer):
     samples = TrafficSampleSerializer(many=True, allow_empty=False)
-
-    def validate_gateway(self, value: str) -> str:
-        if value != self.context["gateway"]:
-            raise serializers.ValidationError("Not the gateway this token belongs to.")
-        return value
-
-    def validate_samples(self, value: list[dict]) -> list[dict]:
-        if len(value) > settings.METRICS_MAX_SAMPLES:
-            raise serializers.ValidationError(
-                f"At most {settings.METRICS_MAX_SAMPLES} samples per request."
-            )
-        return value
 
     def to_samples(self) -> list[TrafficSample]:
         return [TrafficSample(**sample) for sample in self.validated_data["samples"]]
