@@ -145,6 +145,10 @@ def test_every_page_fits_a_phone(phone, demo_data, screenshot):
         page.goto(url)
         problems += too_wide(page, f"the {name} page ({url})")
         screenshot(f"phone-{name}")
+    page.goto("/api/docs/")  # the header's API link: Swagger UI, drawn once the schema is in
+    expect(page.locator(".opblock").first).to_be_visible(timeout=30_000)
+    problems += too_wide(page, "the API docs (/api/docs/)")
+    screenshot("phone-api")
     assert not problems, "\n".join(problems)
 
 
