@@ -1,5 +1,5 @@
 """Values on the pages read as JSON and as rounded figures: a revision's or a draft's diff
-shows `false` and `"1001"`, not Python's `False` and `1001`."""
+and the audit log show `false` and `"1001"`, not Python's `False` and `1001`."""
 
 import pytest
 from django.test import Client
@@ -31,3 +31,18 @@ def test_a_revision_diff_shows_json_values(viewer):
 def test_a_draft_diff_shows_json_values(viewer, draft):  # noqa: F811
     page = viewer.get(f"/drafts/{draft.pk}/").content.decode()
     assert "<div>+ &quot;1001&quot;</div>" in page
+
+
+def test_the_audit_log_shows_before_and_after_as_json(viewer):
+    update_policy(
+        {"enabled": True, "users": ["1001"]},
+        partial=True, actor="olga", source="api", expected_revision=None,
+    )  # fmt: skip
+    page = viewer.get("/audit/").content.decode()
+    before, after = (
+        '<pre class="json small">{&quot;enabled&quot;: false, &quot;revision&quot;: 1, '
+        "&quot;users&quot;: []}</pre>",
+        '<pre class="json small">{&quot;enabled&quot;: true, &quot;revision&quot;: 2, '
+        "&quot;users&quot;: [&quot;1001&quot;]}</pre>",
+    )
+    assert before in page and after in page
