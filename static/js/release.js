@@ -3,7 +3,8 @@
 (function () {
   "use strict";
   var island = document.getElementById("release-data");
-  if (!island || !window.graylaneLive) return;
+  if (!island || !window.graylaneLive || !window.graylaneNumbers) return;
+  var numbers = window.graylaneNumbers;
   var release = JSON.parse(island.textContent);
   var timeline = document.querySelector("#release-timeline tbody");
 
@@ -17,7 +18,7 @@
 
   function figures(window) {
     if (!window) return "";
-    return window.requests + " req, " + (window.error_rate == null ? "—" : window.error_rate) + " %";
+    return window.requests + " req, " + numbers.rate(window.error_rate);
   }
 
   // A step event's convergence, as templates/dashboard/_release_convergence.html says it.
@@ -52,8 +53,8 @@
     cell(row, String(event.step + 1));
     cell(row, figures(detail.window && detail.window.gray));
     cell(row, figures(detail.window && detail.window.prod));
-    var test = cell(row, detail.test ? "+" + detail.test.increase_points + " pts, ratio " +
-      detail.test.likelihood_ratio + ", p=" + detail.test.p_value : "");
+    var test = cell(row, detail.test ? numbers.points(detail.test.increase_points) + ", ratio " +
+      numbers.ratio(detail.test.likelihood_ratio) + ", " + numbers.pValue(detail.test.p_value) : "");
     (detail.metrics || []).forEach(function (metric) {
       var line = document.createElement("div");
       line.className = "small";
