@@ -78,3 +78,9 @@ def p_value(value: float | None) -> str:
     if value < 0.001:
         return "p<0.001"
     return f"p={_fixed(value, 2 if value >= 0.01 else 3)}"
+
+
+@register.filter
+def words(value: str) -> str:
+    """An identifier as words: "insufficient_data" → "insufficient data"."""
+    return value.replace("_", " ")

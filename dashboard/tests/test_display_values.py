@@ -25,6 +25,11 @@ ANALYSIS = {
     "test": {"increase_points": -0.2201, "likelihood_ratio": 0.0002279, "p_value": 0.0312},
     "reason": "error rate not higher than prod's",
 }
+INSUFFICIENT = {
+    "verdict": "insufficient_data",
+    "window": {"gray": {"requests": 3, "errors": 0, "error_rate": 0.0}},
+    "reason": "3 gray requests in the window, fewer than 100",
+}
 
 pytestmark = pytest.mark.django_db
 
@@ -121,3 +126,12 @@ def test_the_release_timeline_shows_rounded_figures(viewer, analysed_release):
     page = viewer.get(f"/releases/{analysed_release.pk}/").content.decode()
     assert "<td>300 req, 33.3 %</td>" in page and "<td>1200 req, 0.5 %</td>" in page
     assert "−0.22 pts, ratio 2.3e-4, p=0.03" in page
+
+
+def test_an_insufficient_data_event_names_its_kind_once_in_words(viewer, analysed_release):
+    services.note(analysed_release, "insufficient_data", INSUFFICIENT, actor="analysis")
+    page = viewer.get(f"/releases/{analysed_release.pk}/").content.decode()
+    kind = '<span class="release-event release-insufficient_data">insufficient data</span>'
+    assert f"<td>{kind}</td>" in page
+    healthy = '<span class="release-event release-analysis">analysis</span> <span class="muted">'
+    assert f"<td>{healthy}healthy</span></td>" in page

@@ -16,6 +16,11 @@
     return td;
   }
 
+  // As templates/dashboard/_release_event_kind.html shows a kind: "insufficient data".
+  function words(identifier) {
+    return identifier.replace(/_/g, " ");
+  }
+
   function figures(window) {
     if (!window) return "";
     return window.requests + " req, " + numbers.rate(window.error_rate);
@@ -47,9 +52,11 @@
     var kind = cell(row, "");
     var label = document.createElement("span");
     label.className = "release-event release-" + event.kind;
-    label.textContent = event.kind;
+    label.textContent = words(event.kind);
     kind.appendChild(label);
-    if (detail.verdict) kind.appendChild(document.createTextNode(" " + detail.verdict));
+    if (detail.verdict && detail.verdict !== event.kind) {
+      kind.appendChild(document.createTextNode(" " + words(detail.verdict)));
+    }
     cell(row, String(event.step + 1));
     cell(row, figures(detail.window && detail.window.gray));
     cell(row, figures(detail.window && detail.window.prod));

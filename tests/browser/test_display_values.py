@@ -1,6 +1,7 @@
 """Figures a page adds live read as the server's: static/js/numbers.js formats as the
 template filters (dashboard/templatetags/display.py) do, and a release's timeline row that
-arrives over the live socket (played here by the test) shows them rounded."""
+arrives over the live socket (played here by the test) shows them rounded and its kind in
+words, once."""
 
 import json
 
@@ -8,7 +9,12 @@ import pytest
 
 import events
 from dashboard.templatetags import display
-from dashboard.tests.test_display_values import ANALYSIS, FIGURES, make_analysed_release
+from dashboard.tests.test_display_values import (
+    ANALYSIS,
+    FIGURES,
+    INSUFFICIENT,
+    make_analysed_release,
+)
 from releases.serializers import ReleaseEventSerializer, ReleaseSerializer
 
 pytestmark = pytest.mark.browser
@@ -37,7 +43,9 @@ def test_numbers_js_formats_as_the_template_filters(page, make_role_user, log_in
     assert shown == [getattr(display, name)(value) for name, value in cases]
 
 
-def test_a_live_timeline_row_shows_rounded_figures(page, make_role_user, log_in):
+def live_release_page(page, make_role_user, log_in):
+    """The page of an analysed release, open as vera, and a function that sends it a
+    `release` message with an event of `kind` and `detail` over its live socket."""
     release = make_analysed_release()
     make_role_user("vera", "viewer")
     log_in("vera")
@@ -49,14 +57,32 @@ def test_a_live_timeline_row_shows_rounded_figures(page, make_role_user, log_in)
         if sockets:
             break
         page.wait_for_timeout(50)
-    event = release.events.get(kind="analysis")
-    message = events.ReleaseChanged(
-        release=dict(ReleaseSerializer(release).data),
-        event={**ReleaseEventSerializer(event).data, "detail": {**ANALYSIS, "test": {
-            "increase_points": 1.4987, "likelihood_ratio": 46.31, "p_value": 0.00004}}},
-    ).as_json()  # fmt: skip
-    sockets[0].send(json.dumps(message, default=str))
+    fields = ReleaseEventSerializer(release.events.get(kind="analysis")).data
+
+    def send(kind: str, detail: dict) -> None:
+        message = events.ReleaseChanged(
+            release=dict(ReleaseSerializer(release).data),
+            event={**fields, "kind": kind, "detail": detail},
+        ).as_json()
+        sockets[0].send(json.dumps(message, default=str))
+
+    return send
+
+
+def test_a_live_timeline_row_shows_rounded_figures(page, make_role_user, log_in):
+    send = live_release_page(page, make_role_user, log_in)
+    send("analysis", {**ANALYSIS, "test": {
+        "increase_points": 1.4987, "likelihood_ratio": 46.31, "p_value": 0.00004}})  # fmt: skip
     rows = page.locator('#release-timeline tr[data-kind="analysis"]')
     rows.nth(1).wait_for()
     cells = rows.first.locator("td").all_text_contents()
-    assert cells[3:6] == ["300 req, 33.3 %", "1200 req, 0.5 %", "+1.5 pts, ratio 46, p<0.001"]
+    assert cells[1:2] + cells[3:6] == [
+        "analysis healthy", "300 req, 33.3 %", "1200 req, 0.5 %", "+1.5 pts, ratio 46, p<0.001"
+    ]  # fmt: skip
+
+
+def test_a_live_insufficient_data_row_names_its_kind_once(page, make_role_user, log_in):
+    send = live_release_page(page, make_role_user, log_in)
+    send("insufficient_data", INSUFFICIENT)
+    row = page.locator('#release-timeline tr[data-kind="insufficient_data"]')
+    assert row.locator("td").nth(1).text_content() == "insufficient data"
