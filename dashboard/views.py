@@ -43,6 +43,7 @@ from routing_engine.lanes import GRAY_LANE
 from .draft_views import notify_held
 from .editing import Editor, edit
 from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
+from .minute_health import MIN_REQUESTS, minute_health
 
 
 def _registry_rows(user: AnyUser) -> list[tuple[Registry, str]]:
@@ -56,9 +57,12 @@ def _registry_rows(user: AnyUser) -> list[tuple[Registry, str]]:
 
 def _with_traffic(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Service rows with their traffic split of the last 5 minutes (`split`, None without
-    requests), read for all of them at once."""
+    requests) and their versions' last minute (`minute`), read for all of them at once."""
     splits = traffic_split([row["name"] for row in rows])
-    return [{**row, "split": splits.get(row["name"])} for row in rows]
+    health = minute_health(rows)
+    return [
+        {**row, "split": splits.get(row["name"]), "minute": health[row["name"]]} for row in rows
+    ]
 
 
 def _quarantines(service: str, versions: list[str]) -> list[tuple[str, Release | None]]:
@@ -89,6 +93,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             "state": state,
             "policy": policy_of(state.document),
             "services": _with_traffic(service_rows(services, state.document)),
+            "min_requests": MIN_REQUESTS,
             "service_count": Service.objects.count(),
             "revisions": Revision.objects.defer("content", "diff")[:5],
             "audit": AuditEntry.objects.all()[:8],
@@ -152,6 +157,7 @@ def services(request: HttpRequest) -> HttpResponse:
         {
             "page": page,
             "services": _with_traffic(service_rows(list(page), state.document)),
+            "min_requests": MIN_REQUESTS,
             "state": state,
         },
     )

@@ -194,6 +194,7 @@ class WebhookDelivery(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
+        verbose_name_plural = "webhook deliveries"
 
     def __str__(self) -> str:
         return f"{self.event} to {self.webhook} (attempt {self.attempt})"

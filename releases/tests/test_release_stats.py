@@ -125,7 +125,7 @@ def test_the_releases_page_shows_them(api, fleet, client, make_user):
     table = outcomes_table(client.get("/releases/"))
     row = table[table.index('<tr data-service="user-app">') :]
     cells = [cell.split(">")[-1] for cell in row[: row.index("</tr>")].split("</td>")[1:-1]]
-    assert cells == ["1", "1", "0", "0", "50.0 %", "150 s"]
+    assert cells == ["1", "1", "0", "0", "50 %", "150 s"]
     assert "user-app" not in outcomes_table(client.get("/releases/?service=order-app"))
 
 

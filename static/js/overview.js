@@ -1,10 +1,12 @@
-// Service tables: per version, a sparkline of the live success rate (10 s windows, the
-// last 60 updates) and the gray-vs-prod delta over the last minute, from /ws/live/.
-// "not enough data" below data-min-requests requests in that minute.
+// Service tables: per version, one line: a sparkline of the live success rate (10 s
+// windows, the last 60 updates), the success rate over the last minute ("—" below
+// data-min-requests requests) and its request count; then the gray-vs-prod delta, from
+// /ws/live/. The lines read as templates/dashboard/_minute_health.html renders them.
 (function () {
   "use strict";
   var table = document.getElementById("service-table");
-  if (!table || !window.graylaneLive) return;
+  if (!table || !window.graylaneLive || !window.graylaneNumbers) return;
+  var numbers = window.graylaneNumbers;
   var MIN_REQUESTS = Number(table.dataset.minRequests || 50);
   var KEEP = 60;
   var SVG = "http://www.w3.org/2000/svg";
@@ -38,9 +40,12 @@
     return svg;
   }
 
+  function requests(message) {
+    return message ? message.windows["1m"].total : 0;
+  }
+
   function minute(message) {
-    var w = message && message.windows["1m"];
-    return w && w.total >= MIN_REQUESTS ? w.success_rate : null;
+    return requests(message) >= MIN_REQUESTS ? message.windows["1m"].success_rate : null;
   }
 
   function render(service) {
@@ -54,12 +59,14 @@
         item.className = "version-health";
         item.dataset.version = version;
         var rate = minute(versions[version]);
-        item.appendChild(document.createTextNode(version + " "));
+        item.appendChild(document.createTextNode(version));
         if (history[service] && history[service][version]) {
+          item.appendChild(document.createTextNode(" "));
           item.appendChild(sparkline(history[service][version]));
         }
-        item.appendChild(document.createTextNode(
-          " " + (rate == null ? "not enough data" : rate.toFixed(2) + " %") + " "));
+        var count = requests(versions[version]);
+        item.appendChild(document.createTextNode(" " + (rate == null ? "—" : numbers.rate(rate)) +
+          ", " + count + " request" + (count === 1 ? "" : "s")));
         cell.appendChild(item);
       });
       var prod = minute(versions[row.dataset.prod]);
@@ -69,7 +76,7 @@
         var difference = gray - prod;
         delta.className = "overview-delta" + (difference < -1 ? " worse" : "");
         delta.dataset.delta = difference.toFixed(4);
-        delta.textContent = "gray " + (difference >= 0 ? "+" : "") + difference.toFixed(2) + " pts";
+        delta.textContent = "gray " + numbers.points(difference);
         cell.appendChild(delta);
       }
     });

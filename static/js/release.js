@@ -3,7 +3,8 @@
 (function () {
   "use strict";
   var island = document.getElementById("release-data");
-  if (!island || !window.graylaneLive) return;
+  if (!island || !window.graylaneLive || !window.graylaneNumbers) return;
+  var numbers = window.graylaneNumbers;
   var release = JSON.parse(island.textContent);
   var timeline = document.querySelector("#release-timeline tbody");
 
@@ -15,9 +16,14 @@
     return td;
   }
 
+  // As templates/dashboard/_release_event_kind.html shows a kind: "insufficient data".
+  function words(identifier) {
+    return identifier.replace(/_/g, " ");
+  }
+
   function figures(window) {
     if (!window) return "";
-    return window.requests + " req, " + (window.error_rate == null ? "—" : window.error_rate) + " %";
+    return window.requests + " req, " + numbers.rate(window.error_rate);
   }
 
   // A step event's convergence, as templates/dashboard/_release_convergence.html says it.
@@ -46,14 +52,16 @@
     var kind = cell(row, "");
     var label = document.createElement("span");
     label.className = "release-event release-" + event.kind;
-    label.textContent = event.kind;
+    label.textContent = words(event.kind);
     kind.appendChild(label);
-    if (detail.verdict) kind.appendChild(document.createTextNode(" " + detail.verdict));
+    if (detail.verdict && detail.verdict !== event.kind) {
+      kind.appendChild(document.createTextNode(" " + words(detail.verdict)));
+    }
     cell(row, String(event.step + 1));
     cell(row, figures(detail.window && detail.window.gray));
     cell(row, figures(detail.window && detail.window.prod));
-    var test = cell(row, detail.test ? "+" + detail.test.increase_points + " pts, ratio " +
-      detail.test.likelihood_ratio + ", p=" + detail.test.p_value : "");
+    var test = cell(row, detail.test ? numbers.points(detail.test.increase_points) + ", ratio " +
+      numbers.ratio(detail.test.likelihood_ratio) + ", " + numbers.pValue(detail.test.p_value) : "");
     (detail.metrics || []).forEach(function (metric) {
       var line = document.createElement("div");
       line.className = "small";
