@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from socket import AF_INET, AF_INET6, inet_pton
 from typing import Any
 
+from .cities import city_keys
 from .lanes import GRAY_LANE, GRAY_PRIORITY, lane_order, lane_rank
 from .policy import percent_threshold
 
@@ -330,7 +331,7 @@ class _Rules:
         self.has_ips = bool(v4_ranges or v6_ranges)
         self.v4_blocks = _v4_blocks(v4_ranges)
         self.v6_bounds = _bounds(v6_ranges)
-        self.cities = frozenset(city.strip().casefold() for city in policy["cities"])
+        self.cities = frozenset(key for city in policy["cities"] for key in city_keys(city))
         self.users = frozenset(policy["users"])
         self.city_key = policy["city_header"].lower()
         self.user_key = policy["user_header"].lower()
@@ -517,8 +518,8 @@ class _LaneIndex:
             v4 += [(first, last, bit) for first, last in lane_v4]
             v6 += [(first, last, bit) for first, last in lane_v6]
             for city in match["cities"]:
-                key = city.strip().casefold()
-                self.cities[key] = self.cities.get(key, 0) | bit
+                for key in city_keys(city):
+                    self.cities[key] = self.cities.get(key, 0) | bit
             for user in match["users"]:
                 self.users[user] = self.users.get(user, 0) | bit
             threshold = percent_threshold(match["percent"])
