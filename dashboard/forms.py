@@ -32,6 +32,15 @@ class PercentField(forms.FloatField):
         return {**super().widget_attrs(widget), "step": "0.01"}
 
 
+# Where the city rule's city comes from: a header anyone may send is believed only from the
+# proxies the operator trusts, or every caller could pick their own gray city.
+CITY_HEADER_TRUST = (
+    "Believed only from a trusted proxy (TRUSTED_PROXIES, on the gateways and here); from "
+    "anyone else the caller's city is its address's: local for loopback and private "
+    "addresses, else GeoIP's"
+)
+
+
 class PublishForm(forms.Form):
     """What every editor of the live document has (dashboard/editing.py): the revision the
     page was loaded at, sent as If-Match when publishing, and the revision's comment.
@@ -103,7 +112,7 @@ class PolicyForm(RulesForm):
     enabled = forms.BooleanField(required=False, label="Gray routing at the gateway")
     routing = forms.BooleanField(required=False, label="Version-aware load balancing")
     user_header = forms.CharField(label="User header")
-    city_header = forms.CharField(label="City header")
+    city_header = forms.CharField(label="City header", help_text=CITY_HEADER_TRUST)
     prod_version = forms.CharField(label="Prod version")
     gray_version = forms.CharField(label="Gray version")
 
@@ -158,7 +167,11 @@ class SimulateForm(forms.Form):
     header_name = forms.CharField(required=False, label="Header")
     header_value = forms.CharField(required=False, label="Value")
     ip = forms.GenericIPAddressField(required=False, label="Client IP")
-    city = forms.CharField(required=False)
+    city = forms.CharField(
+        required=False,
+        help_text="As a trusted proxy's city header says it (gateways believe no one else's); "
+        "empty: the client IP's city",
+    )
     user = forms.CharField(required=False)
 
     def clean_path(self) -> list[str]:

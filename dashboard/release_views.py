@@ -31,6 +31,7 @@ from releases.serializers import (
 )
 
 from .forms import BundleForm, FreezeForm, ReleaseForm
+from .release_confirms import confirmations
 
 # Bundles on the releases page, newest first; an older one is a link on its releases' pages.
 LISTED_BUNDLES = 25
@@ -126,6 +127,7 @@ def _started(release_id: int, at: datetime | None) -> str:
 def release_detail(request: HttpRequest, pk: int) -> HttpResponse:
     release = get_object_or_404(Release.objects.select_related("bundle"), pk=pk)
     timeline = _timeline(release.events.all())
+    asks = confirmations(release)
     return render(
         request,
         "dashboard/release_detail.html",
@@ -142,7 +144,7 @@ def release_detail(request: HttpRequest, pk: int) -> HttpResponse:
             ],
             "timeline": timeline,
             "insufficient_hint": repeated_hint(release),
-            "actions": list(states.ACTIONS),
+            "actions": [(action, asks.get(action)) for action in states.ACTIONS],
             "allowed": states.allowed_actions(release.state),
             "release_json": ReleaseSerializer(release).data,
             "deliveries": WebhookDelivery.objects.filter(event__release=release).select_related(

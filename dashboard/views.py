@@ -380,8 +380,11 @@ def hop_reason(result: dict[str, Any], hop: dict[str, Any]) -> str:
 def instance_offline(request: HttpRequest, pk: int) -> HttpResponse:
     row = get_object_or_404(Instance.objects.select_related("service"), pk=pk)
     take_offline(row.pk, actor=request.user.username, source="ui")
+    # The service page rewrites this message (by its data-about) when the instance is OFFLINE.
     messages.success(
-        request, f"{row.host}:{row.port} is draining; it goes offline after the drain window."
+        request,
+        f"{row.host}:{row.port} is draining; it goes offline after the drain window.",
+        extra_tags=f"draining-{row.pk}",
     )
     return redirect("dashboard:service", name=row.service.name)
 

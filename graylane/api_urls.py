@@ -5,6 +5,7 @@ from rest_framework.routers import SimpleRouter
 
 from audit import api_views as audit_api
 from call_graph import api_views as call_graph_api
+from graylane.api_root import ApiRootView
 from policy import api_views as policy_api
 from registry_sync import api_views as registry_api
 from releases import api_views as releases_api
@@ -23,6 +24,7 @@ router.register("freezes", policy_api.FreezeViewSet, basename="freeze")
 router.register("policy/drafts", policy_api.PolicyDraftViewSet, basename="policy-draft")
 
 urlpatterns = [
+    path("", ApiRootView.as_view(), name="api-root"),
     path("policy/", policy_api.PolicyView.as_view(), name="policy"),
     path("simulate/", policy_api.SimulateView.as_view(), name="simulate"),
     path("lanes/", policy_api.LaneListView.as_view(), name="lanes"),

@@ -16,8 +16,7 @@ from typing import Any
 import geoip2.database
 import geoip2.errors
 
-# The reference design's "本地": callers on this machine or the private network.
-LOCAL_CITY = "local"
+from .cities import LOCAL_CITY
 
 _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 # Loopback, the private ranges (RFC 1918, unique-local IPv6) and link-local. Not Python's

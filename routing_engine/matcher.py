@@ -19,6 +19,7 @@ from socket import AF_INET, AF_INET6, inet_pton
 from types import ModuleType
 from typing import Any
 
+from .cities import city_keys
 from .lanes import GRAY_LANE, GRAY_PRIORITY, lane_order, lane_rank
 from .policy import percent_threshold
 
@@ -353,7 +354,7 @@ class _Rules:
         self.has_ips = bool(v4_ranges or v6_ranges)
         self.v4_blocks = _v4_blocks(v4_ranges)
         self.v6_bounds = _bounds(v6_ranges)
-        self.cities = frozenset(city.strip().casefold() for city in policy["cities"])
+        self.cities = frozenset(key for city in policy["cities"] for key in city_keys(city))
         self.users = frozenset(policy["users"])
         self.city_key = policy["city_header"].lower()
         self.user_key = policy["user_header"].lower()
@@ -546,8 +547,8 @@ class _LaneIndex:
             v4 += [(first, last, bit) for first, last in lane_v4]
             v6 += [(first, last, bit) for first, last in lane_v6]
             for city in match["cities"]:
-                key = city.strip().casefold()
-                self.cities[key] = self.cities.get(key, 0) | bit
+                for key in city_keys(city):
+                    self.cities[key] = self.cities.get(key, 0) | bit
             # A lane's users at once (100,000 in a step per user would be most of a compile).
             lane_users = dict.fromkeys(match["users"], bit)
             for user in lane_users.keys() & self.users.keys():

@@ -106,11 +106,12 @@ LANES = [
          "percent": 0.5},
         {"order-app": {"version": "V3"}, "pay-app": {"version": "V3"}},
     ),
-    # After the gray lane (1000): only what the gray lane leaves.
+    # After the gray lane (1000): only what the gray lane leaves. `本地` (the reference
+    # design's name for local callers) takes the private and loopback callers left.
     lane(
         "feature-z",
         1500,
-        {"ips": ["216.160.83.56/29"], "cities": ["San Diego"], "users": ["4001", "jürgen"],
+        {"ips": ["216.160.83.56/29"], "cities": ["San Diego", "本地"], "users": ["4001", "jürgen"],
          "percent": 5.01},
         {"user-app": {"version": "V4", "percent": 1.25}, "pay-app": {"version": "V4"}},
     ),
@@ -142,12 +143,12 @@ CLIENTS = [
     "2001:db8:2::9",  # out of it
     "::ffff:203.0.113.77",  # IPv4-mapped IPv6: the IPv4 address
     "192.0.2.10",  # no city
-    "10.1.2.3",  # a private address (and a trusted proxy): local
-    "192.168.7.7",  # private: local
+    "10.1.2.3",  # a private address (and a trusted proxy): local, feature-z's 本地
+    "192.168.7.7",  # private: local, feature-z's 本地
 ]
 # Non-ASCII values go out as UTF-8 (what the client sends): the gateways read header bytes
 # as ISO-8859-1, so the simulator is given them so read (`read_as_gateways_do`).
-CITY_HEADERS = ["London", "LONDON", "Boxford", "boxford", "Paris", "San Diego", "Linköping"]
+CITY_HEADERS = ["London", "LONDON", "Boxford", "boxford", "Paris", "San Diego", "Linköping", "本地"]
 LISTED_USERS = ["1001", "1002", "2001", "u-Alice", "u-alice", "U-ALICE", "3001", "4001", "jürgen"]
 FORGED_ROUTE = {
     "X-Gray-Status": "GRAY",

@@ -75,9 +75,7 @@ def settings_of(tmp_path, names: str, **env: str) -> list[str]:
 def test_a_weak_secret_key_is_refused_when_debug_is_off(tmp_path, key):
     done = run(tmp_path, ["manage.py", "check"], DEBUG="false", SECRET_KEY=key)
     assert done.returncode != 0
-    assert "ImproperlyConfigured: SECRET_KEY must be set when DEBUG is off, at least 50" in (
-        done.stderr
-    )
+    assert "manage.py: SECRET_KEY must be set when DEBUG is off, at least 50" in done.stderr
 
 
 def test_debug_needs_no_secret_key(tmp_path):
@@ -93,9 +91,7 @@ DEV_KEY = "Z3JheWxhbmUtaW5zZWN1cmUtZGV2LW9ubHkta2V5LTA="  # graylane/settings.py
 def test_production_needs_secret_keys_of_its_own(tmp_path, keys):
     done = run(tmp_path, ["manage.py", "check"], DEBUG="false", GRAYLANE_SECRET_KEYS=keys)
     assert done.returncode != 0
-    assert "ImproperlyConfigured: GRAYLANE_SECRET_KEYS must be set when DEBUG is off" in (
-        done.stderr
-    )
+    assert "manage.py: GRAYLANE_SECRET_KEYS must be set when DEBUG is off" in done.stderr
 
 
 def test_a_malformed_secret_key_is_refused_without_showing_it(tmp_path):

@@ -3,6 +3,7 @@ long poll, acks, fail static (dashboard down, a restart from the cache file), a 
 document, and the metrics it reports."""
 
 import json
+import platform
 import threading
 import time
 
@@ -83,6 +84,8 @@ def test_a_policy_change_changes_routing_within_a_second_and_is_acked(lab):
         lambda: (row := lab.gateway_row("gw-test"))["status"] == "in_sync" and row, 2, "the ack"
     )
     assert row["acked_generation"] == row["desired_generation"] == gateway.generation()
+    # Its acks say what runs it, as the agent's do: the gateways page shows them.
+    assert (row["engine"], row["engine_version"]) == ("python", platform.python_version())
 
 
 def test_an_instance_taken_offline_gets_no_more_traffic_within_a_second_and_nothing_fails(lab):

@@ -20,6 +20,7 @@ from policy.lanes import gray_priority_of, lanes_of
 from policy.models import PolicyState
 from policy.simulation import caller_city, compile_matcher, hop, instances_of, matcher_for
 from routing_engine import Decision, GrayMatcher, user_bucket
+from routing_engine.cities import city_keys
 from routing_engine.lanes import BUCKETS, GRAY_LANE, lane_order, lane_rank
 from routing_engine.matcher import ip_ranges
 from routing_engine.policy import percent_threshold
@@ -237,7 +238,8 @@ class RuleIndex:
                     networks.setdefault(first >> host_bits, []).append(rule)
         for entry in match["cities"]:
             rule = self._rule(lane, "city", entry)
-            self.cities.setdefault(entry.strip().casefold(), []).append(rule)
+            for key in city_keys(entry):
+                self.cities.setdefault(key, []).append(rule)
         for entry in match["users"]:
             self.users.setdefault(entry, []).append(self._rule(lane, "user", entry))
         threshold = percent_threshold(match["percent"])

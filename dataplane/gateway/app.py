@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import platform
 import signal
 
 from dataplane.gateway.config_client import ConfigClient, dashboard_client
@@ -28,6 +29,8 @@ log = logging.getLogger("dataplane.gateway")
 # same page unless a service named `metrics` exists, which then owns it.
 RESERVED_PREFIX = b"/-/"
 TEXT = b"text/plain; charset=utf-8"
+# The engine its acks name (the agent names envoy or nginx); its version, the interpreter's.
+ENGINE = "python"
 
 
 def admin_pages(metrics: Metrics):
@@ -86,6 +89,8 @@ async def serve(options: Options) -> None:
             name=options.name,
             poll_wait=options.poll_wait,
             prod_fallback=options.prod_fallback,
+            # What runs the configuration, as the agent says it of Envoy and nginx.
+            ack_fields={"engine": ENGINE, "engine_version": platform.python_version()},
         )
         reporter = Reporter(
             client=client,

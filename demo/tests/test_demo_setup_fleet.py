@@ -129,6 +129,24 @@ def test_without_demo_no_gateway_and_no_policy_change(var_dir):
     assert not (var_dir / "demo-gateway.token").exists()
 
 
+def test_without_demo_an_earlier_runs_gateway_goes_and_an_operators_stays(var_dir, api):
+    demo_setup("--demo")
+    out = demo_setup()  # DEMO=false make run: nothing runs demo-gateway now
+    assert "demo-gateway deleted" in out
+    assert not Gateway.objects.exists() and not (var_dir / "demo-gateway.token").exists()
+    deleted = AuditEntry.objects.get(action="gateway.delete")
+    assert (deleted.actor, deleted.object) == ("demo-setup", "gateway demo-gateway")
+    demo_setup("--demo")  # the demo again: a gateway anew, with its token
+    assert Gateway.objects.filter(name="demo-gateway").exists()
+    assert (var_dir / "demo-gateway.token").exists()
+
+    Gateway.objects.all().delete()
+    made = api("admin").post("/api/v1/gateways/", {"name": "demo-gateway", "mode": "pull"})
+    assert made.status_code == 201, made.json()
+    demo_setup()
+    assert Gateway.objects.filter(name="demo-gateway").exists()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_overview_shows_the_gateway_and_the_simulator_offers_the_services(
     client, var_dir, make_user

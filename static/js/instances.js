@@ -27,6 +27,11 @@
     row.querySelectorAll("form[data-show]").forEach(function (form) {
       form.hidden = (form.dataset.show === "offline") !== Boolean(event.offline_intent);
     });
+    // The flash of the Take offline that drained it is over once the drain is.
+    var drained = document.querySelector('.flash[data-about="draining-' + event.id + '"]');
+    if (drained && event.state === "OFFLINE") {
+      drained.textContent = event.host + ":" + event.port + " is offline: out of traffic.";
+    }
   }
 
   window.graylaneLive.on("instance", function (event) {

@@ -113,6 +113,7 @@ def test_take_offline_drains_then_goes_offline_live_then_back_online(
     # broadcast reaches this page's websocket.
     expect(state).to_have_text("OFFLINE", timeout=(DRAIN_SECONDS + LIVE_WITHIN) * 1000)
     expect(state).to_have_class(re.compile(r"\bstate-offline\b"))
+    expect(page.locator(".flash")).to_have_text("10.0.0.1:7201 is offline: out of traffic.")
     assert page.evaluate("window.__marker") == 1, "the page reloaded"
     pushed = [(t, m) for t, m in frames if m.get("type") == "instance" and m["state"] == "OFFLINE"]
     assert [(m["service"], m["host"], m["port"]) for _, m in pushed] == [

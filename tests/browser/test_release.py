@@ -64,6 +64,7 @@ def test_start_a_release_watch_it_advance_and_roll_it_back(
         assert page.locator('#release-actions form[data-action="start"]').is_hidden()
         screenshot("release-advancing")
 
+        page.once("dialog", lambda dialog: dialog.accept())  # "Roll back release 1 ...?"
         with page.expect_navigation():
             page.click('#release-actions button[data-action="rollback"]')
         assert page.locator("#release-state").text_content() == "rolled_back"

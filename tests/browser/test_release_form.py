@@ -59,6 +59,7 @@ def test_a_scheduled_release_with_a_latency_bound_from_the_form(
     assert page.locator("#release-schedule").is_visible()
     screenshot("release-scheduled")
 
+    page.once("dialog", lambda dialog: dialog.accept())  # "Start release 1 ...?"
     with page.expect_navigation():
         page.click('#release-actions button[data-action="start"]')
     assert page.locator("#release-state").text_content() == "running"

@@ -66,7 +66,8 @@ class Command(BaseCommand):
             "--demo",
             action="store_true",
             help="also the demo fleet's pull gateway (its token in var/demo-gateway.token) and, "
-            "on a policy never edited, the demo policy",
+            "on a policy never edited, the demo policy; without it, the demo gateway an "
+            "earlier run made is deleted",
         )
 
     def handle(self, url: str, demo: bool, **options: Any) -> None:
@@ -83,6 +84,8 @@ class Command(BaseCommand):
             self.demo_gateway()
             self.demo_policy()  # first: only the never-edited initial revision gets it
             self.demo_lanes()
+        else:
+            self.retire_demo_gateway()
 
     def fleet_user(self, url: str) -> None:
         """The demo fleet registers with the embedded registry as `demo-fleet` (role
@@ -116,6 +119,24 @@ class Command(BaseCommand):
         _, token, _ = create_gateway({"name": GATEWAY, "mode": Gateway.PULL}, actor=ACTOR)
         _write_secret(token_file, token)
         self.stdout.write(f"Demo gateway: {GATEWAY} (pull), token in {token_file}")
+
+    def retire_demo_gateway(self) -> None:
+        """Without the demo fleet nothing runs the demo gateway: the record an earlier run
+        made would show as stale forever, so it goes (audited) with its token file. One of
+        that name an operator made is theirs, and stays."""
+        gateway = Gateway.objects.filter(name=GATEWAY).first()
+        if gateway is None:
+            return
+        made_by = (
+            AuditEntry.objects.filter(action="gateway.create", object=f"gateway {GATEWAY}")
+            .values_list("actor", flat=True)
+            .first()  # AuditEntry's ordering: the newest first
+        )
+        if made_by != ACTOR:
+            return
+        delete_gateway(gateway, actor=ACTOR)
+        (settings.VAR_DIR / f"{GATEWAY}.token").unlink(missing_ok=True)
+        self.stdout.write(f"Demo gateway: {GATEWAY} deleted (DEMO=false: nothing runs it)")
 
     def demo_policy(self) -> None:
         """The demo policy, published as a revision (and audited) only while the policy is
