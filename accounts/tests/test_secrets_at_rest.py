@@ -17,7 +17,10 @@ from releases.models import Webhook
 from testing.processes import BASE_DIR, database_url, django_env
 
 OLD_KEY = "Z3JheWxhbmUtVEVTVC1PTkxZLWZlcm5ldC1rZXktMDA="  # the test settings' key
-NEW_KEY = "Z3JheWxhbmUtVEVTVC1PTkxZLWZlcm5ldC1rZXktMDE="
+# Unlike OLD_KEY in both halves: a Fernet key is a signing key, then an encryption key, and
+# one that shared OLD_KEY's signing half would pass the HMAC of OLD_KEY's tokens and decrypt
+# them to noise (now and then with valid padding) instead of refusing them.
+NEW_KEY = "R1JBWUxBTkUtdGVzdC1vbmx5LUZFUk5FVC1LRVktMDE="
 MIGRATIONS = [
     ("gateways", "0005_encrypt_secrets"),
     ("registry_sync", "0007_encrypt_password"),
