@@ -57,7 +57,7 @@ def test_another_operator_approves_a_draft_from_the_drafts_page(
     with page.expect_navigation():
         row.locator("a").first.click()
     added = page.locator("table.diff tbody tr", has=page.locator("code", has_text="gray.users"))
-    expect(added.locator("td.added div")).to_have_text(["+ 1001"])
+    expect(added.locator("td.added div")).to_have_text(['+ "1001"'])
     screenshot("draft-review")
     page.fill("#draft-reason", "Checked with the beta list")
     with page.expect_navigation():
