@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from testing.agent_lab import engines, start_agent
+from testing.gateway_lab import SLOW_SECONDS
 from tests.test_traffic_sampling_through_gateway import get, kept, samples_of, server  # noqa: F401
 
 pytestmark = [
@@ -31,6 +32,7 @@ def test_every_request_is_sampled_with_the_rule_headers_only(engine, lab, two_ve
     assert get(agent, "/user-app/hello?q=1", **headers).json()["version"] == "V2"
     assert get(agent, "/user-app/hello", gray="gray-996").json()["version"] == "V2"
     assert get(agent, "/user-app/x/fail").status_code == 500
+    assert get(agent, "/user-app/x/slow").status_code == 200
     # A Latin-1 value read as the Python gateway reads it, and JSON's quote and backslash.
     odd = httpx.get(agent.url + "/user-app/odd", headers={"X-City": b'Z\xfcrich "1\\'})
     assert odd.status_code == 200
@@ -42,7 +44,10 @@ def test_every_request_is_sampled_with_the_rule_headers_only(engine, lab, two_ve
     assert by_user.headers == {"x-user-no": "1001", "x-city": "Paris"}
     assert (by_header.ip, by_header.user, by_header.city) == ("127.0.0.1", None, "local")
     assert by_header.headers == {"gray": "gray-996"}
-    assert by_user.latency_ms > 0
+    # nginx measures to the millisecond: a fast answer may take 0 ms; a slow one shows.
+    assert by_user.latency_ms >= 0
+    (slow,) = samples_of(kept, "/user-app/x/slow", 1)
+    assert slow.latency_ms >= SLOW_SECONDS * 1000 - 1
     assert abs(by_user.ts - time.time()) < 30
     (failed,) = samples_of(kept, "/user-app/x/fail", 1)
     assert failed.status == 500
