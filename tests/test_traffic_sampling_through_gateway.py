@@ -31,7 +31,9 @@ def get(gateway, path, **headers) -> httpx.Response:
     return httpx.get(gateway.url + path, headers=headers, timeout=5)
 
 
-def samples_of(kept, path: str, count: int, within: float = 10.0) -> list:
+def samples_of(kept, path: str, count: int, within: float = 30.0) -> list:
+    """The samples of `path` once `count` have come (an engine, its agent's tail and the
+    reporter's second each add to the wait on a loaded machine), or what came by `within`."""
     deadline = time.monotonic() + within
     while True:
         found = [s for s in kept.window("user-app") if s.path == path]
