@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 
+import events
 from call_graph.models import CallEdge
 from metrics.rollups import additive_upsert
 
@@ -17,7 +18,8 @@ KEYS = ["minute", "caller", "caller_version", "callee", "callee_version", "lane"
 
 def record(samples: list[dict]) -> int:
     """Add validated samples (call_graph.serializers) to their minute's rows, in one
-    transaction; answers how many rows they touched."""
+    transaction, and tell the live pages once it commits; answers how many rows they
+    touched."""
     counts: dict[tuple[int, str, str, str, str, str], list[int]] = defaultdict(lambda: [0, 0])
     for sample in samples:
         key = (
@@ -39,6 +41,8 @@ def record(samples: list[dict]) -> int:
             ["total", "errors"],
             [(*key, *count) for key, count in sorted(counts.items())],
         )
+    recorded = events.CallsRecorded(tuple(sorted({s for key in counts for s in (key[1], key[3])})))
+    transaction.on_commit(lambda: events.publish_best_effort(recorded))
     return len(counts)
 
 

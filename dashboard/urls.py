@@ -1,10 +1,11 @@
 from django.urls import path
 
-from dashboard import draft_views, freeze_views, lane_views, release_views, views
+from dashboard import draft_views, freeze_views, graph_views, lane_views, release_views, views
 
 app_name = "dashboard"
 urlpatterns = [
     path("", views.overview, name="overview"),
+    path("service-graph/", graph_views.service_graph, name="service-graph"),
     path("policy/", views.policy_editor, name="policy"),
     path("lanes/", lane_views.lanes, name="lanes"),
     path("lanes/new/", lane_views.lane_create, name="lane-create"),

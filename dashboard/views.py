@@ -43,6 +43,7 @@ from routing_engine.lanes import GRAY_LANE
 from .draft_views import notify_held
 from .editing import Editor, edit
 from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
+from .graph_views import current_drawing
 from .minute_health import MIN_REQUESTS, minute_health
 
 
@@ -98,6 +99,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             "revisions": Revision.objects.defer("content", "diff")[:5],
             "audit": AuditEntry.objects.all()[:8],
             "registries": _registry_rows(request.user),
+            "service_graph": current_drawing(),
         },
     )
 

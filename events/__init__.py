@@ -116,6 +116,18 @@ class ReleaseChanged(LiveEvent):
 
 
 @dataclass(frozen=True)
+class CallsRecorded(LiveEvent):
+    """Calls made or taken by these services were recorded (call edges): the service graph
+    has new figures."""
+
+    kind: ClassVar[str] = "call_edges"
+    services: tuple[str, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "services": list(self.services)}
+
+
+@dataclass(frozen=True)
 class MetricsWindow:
     """One series' figures over one sliding window. No requests: rates are None."""
 

@@ -84,3 +84,14 @@ def p_value(value: float | None) -> str:
 def words(value: str) -> str:
     """An identifier as words: "insufficient_data" → "insufficient data"."""
     return value.replace("_", " ")
+
+
+@register.filter
+def per_second(value: float | None) -> str:
+    """Requests a second to two significant digits, whole from 10: "0.25/s", "3.5/s",
+    "120/s", "<0.01/s" for some that round to none."""
+    if value is None:
+        return "—"
+    if 0 < value < 0.005:
+        return "<0.01/s"
+    return f"{_fixed(value, 2 if value < 1 else 1 if value < 10 else 0)}/s"
