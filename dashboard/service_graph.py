@@ -1,7 +1,8 @@
 """The service graph (call_graph.graph) drawn for templates/dashboard/_service_graph.html:
 services as boxes in columns by call depth, calls as curves labelled with their figures.
 Every coordinate is an SVG attribute worked out here, since the Content-Security-Policy
-allows no inline style; the SVG scales down to the screen by its viewBox."""
+allows no inline style; the SVG scales down to a narrower card by its viewBox (on a phone it
+scrolls in its box instead: static/css/app.css)."""
 
 from dataclasses import dataclass
 
