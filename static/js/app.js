@@ -48,11 +48,9 @@
       }
     };
     var boxes = document.querySelectorAll(".card, pre.json");
-    if (!window.ResizeObserver) {
-      boxes.forEach(follow);
-      return;
-    }
-    // Also when rows come or go: the box's height changes with them.
+    boxes.forEach(follow);
+    if (!window.ResizeObserver) return;
+    // Again when the screen turns or rows come or go: the box's size changes with them.
     var observer = new ResizeObserver(function (entries) {
       entries.forEach(function (entry) { follow(entry.target); });
     });
