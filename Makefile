@@ -49,7 +49,11 @@ lint: install
 	DATABASE_URL= DEBUG=true $(PY) manage.py makemigrations --check --dry-run
 	DATABASE_URL= $(DEPLOY_ENV) $(PY) manage.py check --deploy --fail-level WARNING
 
-test: lint
+# axe-core for the browser tests' accessibility check, exactly as package-lock.json pins it.
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund
+
+test: lint node_modules/.package-lock.json
 	$(VENV)/bin/pytest
 
 # The tests that start no process or server and drive no browser, on every core (pytest-xdist):

@@ -27,6 +27,36 @@
     });
   }
 
+  // A box that scrolls (a wide table in its card on a phone, a long JSON value) takes the
+  // keyboard's focus while it does, so the arrow keys can scroll it; it is no Tab stop while
+  // all it holds is in sight.
+  function bindScrollers() {
+    var scrolls = function (box) {
+      var style = getComputedStyle(box);
+      return (style.overflowX !== "visible" && box.scrollWidth > box.clientWidth) ||
+        (style.overflowY !== "visible" && box.scrollHeight > box.clientHeight);
+    };
+    var follow = function (box) {
+      if (scrolls(box)) {
+        if (!box.hasAttribute("tabindex")) {
+          box.setAttribute("tabindex", "0");
+          box.dataset.scrollFocus = "";
+        }
+      } else if ("scrollFocus" in box.dataset) {
+        box.removeAttribute("tabindex");
+        delete box.dataset.scrollFocus;
+      }
+    };
+    var boxes = document.querySelectorAll(".card, pre.json");
+    boxes.forEach(follow);
+    if (!window.ResizeObserver) return;
+    // Again when the screen turns or rows come or go: the box's size changes with them.
+    var observer = new ResizeObserver(function (entries) {
+      entries.forEach(function (entry) { follow(entry.target); });
+    });
+    boxes.forEach(function (box) { observer.observe(box); });
+  }
+
   // Live events: pages register handlers by message type on window.graylaneLive.
   // `subscribe(["svc"])` asks for those services' `metrics` messages (docs/api.md), now and
   // after every reconnect.
@@ -72,6 +102,7 @@
   document.addEventListener("DOMContentLoaded", function () {
     bindCounts();
     bindConfirms();
+    bindScrollers();
     if (document.querySelector("[data-live]")) connectLive();
   });
 })();

@@ -15,7 +15,7 @@
           var x = u.valToPos(m.ts, "x", true);
           if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) return;
           var style = styles[m.kind] || {};
-          ctx.strokeStyle = style.color || "#d97706";
+          ctx.strokeStyle = style.color || "#b45309";
           ctx.setLineDash(style.dash || [4, 3]);
           ctx.lineWidth = 1.5;
           ctx.beginPath();

@@ -19,7 +19,7 @@
   var COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2"];
   var MARKER_STYLES = {
     revision: { color: "#7c3aed" },
-    instance: { color: "#d97706", dash: [2, 2] },
+    instance: { color: "#b45309", dash: [2, 2] },
     release: { color: "#0f766e" },
   };
   // {"kinds": [release event kinds drawn], "markers": [{ts, label}]}, from the page.

@@ -2,18 +2,32 @@
 against pytest-django's `live_server` (a real HTTP server on loopback, in a thread) or, for
 tests that need websockets, the real ASGI server (`asgi_server`, uvicorn in a subprocess).
 
-Without /usr/bin/chromium the tests skip, unless REQUIRE_BROWSER=true (CI): then they fail,
-so a CI machine that lost its browser cannot pass by skipping everything.
+Without /usr/bin/chromium (or, for the accessibility test, axe-core in node_modules/) the tests
+skip, unless REQUIRE_BROWSER=true (CI): then they fail, so a CI machine that lost its browser
+cannot pass by skipping everything.
 """
 
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from playwright.sync_api import sync_playwright
 
+from call_graph import services as call_graph
+from demo.management.commands.demo_setup import DEMO_LANES, DEMO_POLICY
+from gateways.models import Gateway
+from metrics import rollups
+from metrics.samples import Sample
+from policy.change_control import DraftPending, set_protected
+from policy.publishing import load_state
+from policy.services import create_lane, set_service_versions, update_policy
+from registry_sync.models import Instance, Service
+from releases import services as releases
+from releases.bundles import create_bundle
 from testing import processes
 
 CHROMIUM = "/usr/bin/chromium"
@@ -32,6 +46,11 @@ PASSWORD = "browser-test-pw"
 SHOTS_DIR = Path(os.environ.get("GRAYLANE_SHOTS_DIR", "/tmp/graylane-shots"))
 # Any URL that is not on loopback: the pages must not reach out (fonts, CDNs, analytics).
 NOT_LOOPBACK = re.compile(r"^(?!(https?|wss?)://(127\.0\.0\.1|localhost|\[::1\])[:/]).+://")
+# axe-core, installed by `npm ci` from package-lock.json (Makefile, .ci/run); only the tests
+# load it, into the page under test: the app never serves it.
+AXE_CORE = Path(settings.BASE_DIR) / "node_modules" / "axe-core" / "axe.min.js"
+STEPS = [{"targeted": True}, {"percent": 25}, {"percent": 100}]
+ANALYSIS = {"interval_s": 300, "min_requests": 50}
 
 
 def _browser_unavailable(reason: str) -> None:
@@ -112,10 +131,26 @@ def asgi_server(transactional_db, asgi_server_env):
 
 
 @pytest.fixture
-def page(browser, server_url, transactional_db):
+def axe_core() -> Path:
+    """The path of axe-core's script, for `page.add_script_tag(path=...)`."""
+    if not AXE_CORE.exists():
+        _browser_unavailable(f"{AXE_CORE} is missing (npm ci)")
+    return AXE_CORE
+
+
+@pytest.fixture
+def context_options() -> dict:
+    """More options of the browser context that `page` opens; a test module overrides it."""
+    return {}
+
+
+@pytest.fixture
+def page(browser, server_url, transactional_db, context_options):
     """A fresh context (no cookies) and page on `server_url`; fails the test if a page
     raised a JavaScript error or tried to leave loopback."""
-    context = browser.new_context(base_url=server_url, viewport={"width": 1280, "height": 900})
+    context = browser.new_context(
+        base_url=server_url, viewport={"width": 1280, "height": 900}, **context_options
+    )
     context.set_default_timeout(5_000)
     outside = []
 
@@ -204,3 +239,81 @@ def seed_policy(transactional_db):
         expected_revision=None,
         comment="The reference design's header rule.",
     ).state
+
+
+@pytest.fixture
+def demo_data(transactional_db):
+    """The demo's fleet and policy (user-app calls order-app, V1 prod, V2 gray, V3 in the
+    lanes), a gateway, traffic and call edges, a running release, a bundle, and a draft
+    waiting on a protected service; the revisions and audit entries they make. Returns the
+    pages of one of each (service, release, revision, bundle, lane, draft) by name."""
+    for name in ("user-app", "order-app", "pay-app"):
+        service = Service.objects.create(name=name)
+        for n, version in enumerate(("V1", "V2", "V3")):
+            Instance.objects.create(service=service, version=version, state=Instance.UP,
+                                    instance_id=f"10.0.{n}.1#7201#DEFAULT#DEFAULT_GROUP@@{name}",
+                                    host=f"10.0.{n}.1", port=7201)  # fmt: skip
+    update_policy(DEMO_POLICY, partial=True, actor="demo-setup", source="api",
+                  expected_revision=None)  # fmt: skip
+    for lane, body in DEMO_LANES.items():
+        create_lane(lane, body, actor="demo-setup", source="api", comment="Demo lane.")
+    Gateway.objects.create_with_credentials(name="demo-gateway", mode=Gateway.PULL)
+    now = int(time.time())
+    rollups.add(
+        [
+            Sample(service, version, ts, 40, errors, 12.5, lane)
+            for ts in range(now - 120, now, 10)
+            for service in ("user-app", "order-app")
+            for version, errors, lane in (("V1", 0, ""), ("V2", 1, "gray"), ("V3", 0, "feature-x"))
+        ]
+    )
+    call_graph.record(
+        [
+            {
+                "ts": now - 30,
+                "caller": "user-app",
+                "caller_version": version,
+                "callee": "order-app",
+                "callee_version": version,
+                "lane": "",
+                "total": 90,
+                "errors": 1,
+            }  # fmt: skip
+            for version in ("V1", "V2")
+        ]
+    )
+    release = releases.create_release(service="user-app", to_version="V2", from_version=None,
+                                      steps=STEPS, analysis_settings=ANALYSIS, actor="admin",
+                                      source="ui")  # fmt: skip
+    releases.act(release.pk, "start", actor="admin", source="ui")
+    releases.act(release.pk, "pause", actor="admin", source="ui")
+    bundle = create_bundle(name="checkout", steps=STEPS, analysis_settings=ANALYSIS,
+                           actor="admin", source="ui",
+                           members=[{"service": "order-app", "to_version": "V3"},
+                                    {"service": "pay-app", "to_version": "V2"}])  # fmt: skip
+    set_protected(Service.objects.get(name="pay-app"), True, actor="admin", source="ui")
+    with pytest.raises(DraftPending) as held:
+        set_service_versions("pay-app", {"percent": 10}, actor="olga", source="ui",
+                             comment="Ten percent of pay-app's traffic to V2.")  # fmt: skip
+    return {
+        "service": "/services/user-app/",
+        "release": f"/releases/{release.pk}/",
+        "revision": f"/revisions/{load_state().revision}/",
+        "bundle": f"/releases/bundles/{bundle.pk}/",
+        "lane": f"/lanes/{next(iter(DEMO_LANES))}/edit/",
+        "draft": f"/drafts/{held.value.draft.pk}/",
+    }
+
+
+@pytest.fixture
+def admin_pages(page, demo_data, make_role_user, log_in) -> list[tuple[str, str]]:
+    """Logged in as an admin, with the demo's data: (name, URL) of every page the navigation
+    links to, then of the demo_data pages."""
+    make_role_user("ada", "admin")
+    log_in("ada")
+    page.goto("/")
+    links = [
+        (a.text_content(), a.get_attribute("href")) for a in page.locator("header nav a").all()
+    ]
+    assert len(links) >= 10
+    return links + [(f"the {name} page", url) for name, url in demo_data.items()]
