@@ -13,7 +13,8 @@ docs/architecture.md ("Kubernetes registry contract").
 * States: ``terminating`` → DRAINING (not routable while it finishes its requests: lossless
   rule 2), else ``ready`` (unknown counts as ready, as documented) → UP, else UNHEALTHY.
 * Version: the label ``version_label`` (default ``app.kubernetes.io/version``) of the Pod the
-  endpoint's ``targetRef`` names, read once per Pod (by uid) and kept until the next relist;
+  endpoint's ``targetRef`` names: every Pod of the namespace is listed with the slices, a Pod
+  started since is read once (by uid), and what was read is kept until the next relist;
   an endpoint with no Pod takes the label from its EndpointSlice (which the controller copies
   from the Service). No such label: no version, as a Nacos instance without ``version``
   metadata (the registry's ``default_version``, else ALL traffic only). Reading the Pod is
@@ -254,7 +255,20 @@ class KubernetesAdapter:
         watch.slices = {}
         for item in items:
             _apply(watch, "ADDED", item)
+        watch.pod_labels = self._pods_labels(http, namespace)
         watch.resource_version = str(version)
+
+    def _pods_labels(self, http: HttpTransport, namespace: str) -> dict[str, dict[str, str]]:
+        """The labels of every Pod of the namespace, by uid: one request where reading the
+        Pods behind the slices one by one would take one each."""
+        response = http.send("GET", f"{self._server}/api/v1/namespaces/{quote(namespace)}/pods")
+        try:
+            return {
+                pod["metadata"]["uid"]: pod["metadata"].get("labels") or {}
+                for pod in http.json(response)["items"] or []
+            }
+        except (KeyError, TypeError, AttributeError):
+            raise http.error(response, "answered an unexpected PodList") from None
 
     def _resume(self, http: HttpTransport, namespace: str, watch: NamespaceWatch) -> None:
         """The changes since ``watch.resource_version``, applied as they come, until the
@@ -354,8 +368,9 @@ class KubernetesAdapter:
         )
 
     def _labels(self, namespace: str, target: dict[str, Any]) -> dict[str, str]:
-        """The Pod's labels, read once per Pod (by uid: a Pod re-created under the same name
-        is read again). A Pod already gone has none (its endpoint leaves soon after)."""
+        """The Pod's labels: from the Pods listed with the slices, else read once (a Pod
+        started since; by uid, so a Pod re-created under the same name is read again). A Pod
+        already gone has none (its endpoint leaves soon after)."""
         watch = self._watches.of(self._server, namespace)
         uid = target.get("uid")
         if uid and uid in watch.pod_labels:

@@ -103,7 +103,20 @@ def test_the_next_pass_watches_from_the_lists_version_and_sees_a_scale_up(k8s, m
     (watch,) = k8s.watches()
     assert watch["resourceVersion"] == listed_at
     assert watch["allowWatchBookmarks"] == "true"
-    assert k8s.pod_reads == 3, "each Pod is read once, not at every pass"
+    one_pass(make_adapter(k8s, watches=watches))
+    assert k8s.pod_reads == 1, "the listed Pods are not read again, the new one once"
+
+
+def test_a_pod_gone_before_it_is_read_leaves_its_endpoint_without_version(k8s, make_adapter):
+    watches = WatchStore()
+    one_pass(make_adapter(k8s, watches=watches))
+    k8s.put_pod("shop", "orders-v2-a", "10.1.0.3", {V: "V2"})
+    k8s.put_slice("shop", "orders-x1", "orders", [FakeEndpoint("orders-v2-a")])
+    k8s.delete_pod("shop", "orders-v2-a")
+    seen = one_pass(make_adapter(k8s, watches=watches))
+    assert seen["orders"] == {
+        "shop:orders-v2-a:10.1.0.3:8080": ("10.1.0.3", 8080, None, "UP", True)
+    }
 
 
 def test_a_deleted_slice_and_a_scale_down_leave_the_listing(k8s, make_adapter):
@@ -258,3 +271,16 @@ def test_no_token_no_kubeconfig_outside_a_cluster_says_so(monkeypatch):
     with pytest.raises(RegistryError, match="in-cluster service account"):
         adapter.list_services()
     adapter.close()
+
+
+def test_bookmarks_keep_a_quiet_namespace_watch_past_a_compaction(k8s, make_adapter):
+    watches = WatchStore()
+    one_pass(make_adapter(k8s, watches=watches))
+    k8s.put_pod("busy", "job-1", "10.8.0.1")  # the cluster moves on elsewhere
+    k8s.put_slice("busy", "jobs-x", "jobs", [FakeEndpoint("job-1")])
+    one_pass(make_adapter(k8s, watches=watches))  # nothing for shop, but a BOOKMARK
+    assert watches.of(k8s.root_url, "shop").resource_version == str(k8s.revision)
+    k8s.compact()
+
+    assert len(one_pass(make_adapter(k8s, watches=watches))["orders"]) == 2
+    assert len(k8s.lists()) == 1, "the bookmark's version is still in the history: no relist"

@@ -3,6 +3,8 @@ HTTP: add, scale, terminating → DRAINING, 410 Gone → relist, a Pod without t
 → no version, an unreachable API server → stale with nothing deleted; and a release bundle
 over services of two registries."""
 
+import re
+
 import pytest
 
 from audit.models import AuditEntry
@@ -187,3 +189,18 @@ def test_a_release_bundle_spans_a_kubernetes_and_a_eureka_service(k8s, registry,
     services = build_document(1)["services"]
     assert services["orders"]["prod"] == services["user-app"]["prod"] == "V1"
     assert services["orders"]["targeted"] and services["user-app"]["targeted"]
+
+
+def test_the_overview_shows_the_kubernetes_registry_and_its_instances_without_version(
+    k8s, registry, client, make_user
+):
+    k8s.put_pod("shop", "orders-plain", "10.1.0.3", {"app": "orders"})
+    k8s.put_slice(
+        "shop", "orders-x", "orders", [FakeEndpoint("orders-v1-a"), FakeEndpoint("orders-plain")]
+    )
+    sync_registry(registry)
+    client.force_login(make_user("vera", "viewer"))
+    html = client.get("/").content.decode()
+    row = re.search(r'<tr data-registry="cluster">.*?</tr>', html, re.S).group(0)
+    shown = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", row))
+    assert "Kubernetes (EndpointSlices)" in shown and "1 without version" in shown

@@ -13,7 +13,8 @@ and their pages):
   ``BOOKMARK`` at the end carrying the current version. A version older than the history kept
   (``compact()``) answers an ``ERROR`` event whose object is a ``Status`` with ``code: 410``
   (reason ``Expired``), as the API server does; ``gone_as_status=True`` answers HTTP 410 instead.
-* ``GET /api/v1/namespaces/{ns}/pods/{name}``: the Pod, or a 404 ``Status``.
+* ``GET /api/v1/namespaces/{ns}/pods``: a ``PodList``; ``.../pods/{name}``: the Pod, or a 404
+  ``Status``.
 * ``Authorization: Bearer <token>`` is required when ``token`` is set (401 ``Status`` otherwise).
 
 The objects are built with the official ``kubernetes`` client's models and serialised by its
@@ -37,6 +38,7 @@ from .http_fake import FakeHTTPServer, FakeRequest, FakeResponse, json_reply
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 SLICES = re.compile(r"/apis/discovery\.k8s\.io/v1/namespaces/([^/]+)/endpointslices\Z")
+PODS = re.compile(r"/api/v1/namespaces/([^/]+)/pods\Z")
 POD = re.compile(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)\Z")
 _serialize = k8s.ApiClient().sanitize_for_serialization
 
@@ -199,6 +201,16 @@ class FakeKubernetes(FakeHTTPServer):
             if request.params.get("watch") in ("1", "true"):
                 return self._watch(match[1], request.params)
             return self._list(match[1])
+        if match := PODS.match(request.path):
+            items = [pod for (ns, _name), pod in sorted(self.pods.items()) if ns == match[1]]
+            return json_reply(
+                {
+                    "kind": "PodList",
+                    "apiVersion": "v1",
+                    "metadata": {"resourceVersion": str(self.revision)},
+                    "items": items,
+                }
+            )
         if match := POD.match(request.path):
             pod = self.pods.get((match[1], match[2]))
             self.pod_reads += 1
