@@ -84,15 +84,17 @@ class Access:
 
 
 def resolve_access(base_url: str, token: str, kubeconfig: str) -> Access:
-    """A bearer token for ``base_url``; else the kubeconfig file at ``kubeconfig`` (its
-    current context; ``base_url``, if set, overrides its server); else the service account
-    of the Pod Graylane runs in. A configuration that cannot be read is a RegistryError."""
+    """A bearer token for ``base_url`` (whose certificate the system's CAs must trust); else
+    the kubeconfig file at ``kubeconfig`` (its current context, with the cluster's CA;
+    ``base_url``, if set, overrides its server); else the service account of the Pod Graylane
+    runs in. A configuration that cannot be read is a RegistryError."""
     if token:
         return Access(base_url, f"Bearer {token}")
     # Imported here: the client package is large, and only these registries need it.
     from kubernetes import client, config
 
     configuration = client.Configuration()
+    verify: ssl.SSLContext | bool = False
     try:
         if kubeconfig:
             config.load_kube_config(
@@ -100,15 +102,13 @@ def resolve_access(base_url: str, token: str, kubeconfig: str) -> Access:
             )
         else:
             config.load_incluster_config(client_configuration=configuration)
-    except (config.ConfigException, OSError, ValueError) as exc:
+        if configuration.verify_ssl:  # the cluster's CA (and client certificate) if it has one
+            verify = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+            if configuration.cert_file:
+                verify.load_cert_chain(configuration.cert_file, configuration.key_file)
+    except (config.ConfigException, OSError, ValueError) as exc:  # ssl.SSLError is an OSError
         source = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster service account"
         raise RegistryError(f"Kubernetes: cannot use the {source}: {exc}") from exc
-    verify: ssl.SSLContext | bool = False
-    if configuration.verify_ssl:
-        context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
-        if configuration.cert_file:
-            context.load_cert_chain(configuration.cert_file, configuration.key_file)
-        verify = context
     authorization = configuration.get_api_key_with_prefix("BearerToken") or ""
     return Access(base_url or configuration.host, authorization, verify)
 

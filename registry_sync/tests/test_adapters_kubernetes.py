@@ -284,3 +284,14 @@ def test_bookmarks_keep_a_quiet_namespace_watch_past_a_compaction(k8s, make_adap
 
     assert len(one_pass(make_adapter(k8s, watches=watches))["orders"]) == 2
     assert len(k8s.lists()) == 1, "the bookmark's version is still in the history: no relist"
+
+
+def test_a_kubeconfig_that_cannot_be_read_is_a_registry_error_naming_it(tmp_path):
+    missing = tmp_path / "nope"
+    broken = tmp_path / "broken"
+    broken.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
+    for path in (missing, broken):
+        adapter = build_adapter("kubernetes", base_url="", namespace="shop", kubeconfig=str(path))
+        with pytest.raises(RegistryError, match=f"cannot use the kubeconfig {path}"):
+            adapter.list_services()
+        adapter.close()
