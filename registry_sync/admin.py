@@ -2,7 +2,9 @@ from django import forms
 from django.contrib import admin
 
 from accounts.secret_fields import MAX_PASSWORD_LENGTH
-from registry_sync.models import Instance, Registry, Service
+from registry_sync.models import MAX_TOKEN_LENGTH, Instance, Registry, Service
+
+KEEP_STORED = "Write-only: leave empty to keep the stored one."
 
 
 class RegistryForm(forms.ModelForm):
@@ -12,18 +14,28 @@ class RegistryForm(forms.ModelForm):
         required=False,
         max_length=MAX_PASSWORD_LENGTH,
         widget=forms.PasswordInput(render_value=False),
-        help_text="Write-only: leave empty to keep the stored one.",
+        help_text=KEEP_STORED,
+    )
+    token = forms.CharField(
+        required=False,
+        max_length=MAX_TOKEN_LENGTH,
+        widget=forms.PasswordInput(render_value=False),
+        help_text=f"Kubernetes: a bearer (service-account) token. {KEEP_STORED}",
     )
 
     class Meta:
         model = Registry
         fields = [
             "name", "kind", "base_url", "namespace", "group", "api_version", "username",
-            "password", "sync_interval", "enabled", "default_version",
+            "password", "version_label", "token", "kubeconfig", "sync_interval", "enabled",
+            "default_version",
         ]  # fmt: skip
 
     def clean_password(self):
         return self.cleaned_data["password"] or (self.instance.password if self.instance else "")
+
+    def clean_token(self) -> str:
+        return self.cleaned_data["token"] or (self.instance.token if self.instance else "")
 
 
 @admin.register(Registry)

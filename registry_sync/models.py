@@ -1,3 +1,4 @@
+import re
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -6,16 +7,55 @@ from django.db import models
 
 from accounts.roles import ADMIN, has_role
 from accounts.secret_fields import MAX_PASSWORD_LENGTH, EncryptedTextField
+from registry_sync.adapters import DEFAULT_VERSION_LABEL
 from routing_engine.records import version_problem
 
 CREDENTIALS_IN_URL = "No credentials in the URL: put them in username/password."
 UNREACHABLE = "unreachable (admins see why)"
+MAX_TOKEN_LENGTH = 8192  # a service-account JWT is 1-2 KB; OIDC ones can be larger
+# Kubernetes names: a namespace is a DNS label; a label key an optional DNS-subdomain prefix
+# and a name (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/).
+K8S_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+K8S_LABEL_KEY = re.compile(
+    r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z"
+)
 
 
 def validate_default_version(value: str) -> None:
     problem = version_problem(value)
     if value and problem:
         raise ValidationError(f"Not a version: {problem}.")
+
+
+def validate_version_label(value: str) -> None:
+    prefix = value.rpartition("/")[0]
+    if not K8S_LABEL_KEY.match(value) or len(prefix) > 253:
+        raise ValidationError(
+            "Not a Kubernetes label key: an optional DNS-subdomain prefix and '/', then 1-63 "
+            "letters, digits, '-', '_' or '.', starting and ending with a letter or digit."
+        )
+
+
+def kubernetes_problems(
+    *, base_url: str, namespace: str, token: str, kubeconfig: str
+) -> dict[str, str]:
+    """What is wrong with a Kubernetes registry's settings, by field (empty: nothing). The
+    admin form and the API both ask."""
+    problems = {}
+    names = [name.strip() for name in namespace.split(",")]
+    if not all(K8S_NAMESPACE.match(name) for name in names):
+        problems["namespace"] = (
+            "One or more Kubernetes namespaces, comma-separated: each 1-63 lower-case "
+            "letters, digits and '-', starting and ending with a letter or digit."
+        )
+    if token and not base_url:
+        problems["base_url"] = "Required with a token: the API server's URL."
+    if token and kubeconfig:
+        problems["kubeconfig"] = "Either a token or a kubeconfig, not both."
+    if kubeconfig and not kubeconfig.startswith("/"):
+        problems["kubeconfig"] = "An absolute path on the Graylane host."
+    return problems
 
 
 def url_has_credentials(url: str) -> bool:
@@ -27,11 +67,12 @@ def url_has_credentials(url: str) -> bool:
 
 
 class Registry(models.Model):
-    EMBEDDED, NACOS, EUREKA = "embedded", "nacos", "eureka"
+    EMBEDDED, NACOS, EUREKA, KUBERNETES = "embedded", "nacos", "eureka", "kubernetes"
     KINDS = [
         (EMBEDDED, "Embedded (Nacos 1.x API served by Graylane)"),
         (NACOS, "Nacos"),
         (EUREKA, "Eureka"),
+        (KUBERNETES, "Kubernetes (EndpointSlices)"),
     ]
     API_VERSIONS = [
         ("auto", "Detect"),
@@ -41,12 +82,40 @@ class Registry(models.Model):
 
     name = models.SlugField(max_length=64, unique=True)
     kind = models.CharField(max_length=10, choices=KINDS, default=EMBEDDED)
-    base_url = models.URLField(blank=True, help_text="e.g. http://127.0.0.1:8848/nacos")
-    namespace = models.CharField(max_length=128, default="public", blank=True)
+    base_url = models.URLField(
+        blank=True,
+        help_text="e.g. http://127.0.0.1:8848/nacos; Kubernetes: the API server "
+        "(empty: the kubeconfig's, else the cluster Graylane runs in)",
+    )
+    namespace = models.CharField(
+        max_length=128,
+        default="public",
+        blank=True,
+        help_text="Kubernetes: the namespaces to read, comma-separated.",
+    )
     group = models.CharField(max_length=128, default="DEFAULT_GROUP", blank=True)
     api_version = models.CharField(max_length=4, choices=API_VERSIONS, default="auto")
     username = models.CharField(max_length=128, blank=True)
     password = EncryptedTextField(max_length=MAX_PASSWORD_LENGTH, blank=True)
+    version_label = models.CharField(
+        max_length=317,  # a 253-character prefix, '/', a 63-character name
+        default=DEFAULT_VERSION_LABEL,
+        blank=True,
+        validators=[validate_version_label],
+        help_text=f"Kubernetes: the Pod label that holds the version (empty: "
+        f"{DEFAULT_VERSION_LABEL}).",
+    )
+    token = EncryptedTextField(
+        max_length=MAX_TOKEN_LENGTH,
+        blank=True,
+        help_text="Kubernetes: a bearer (service-account) token for the API server.",
+    )
+    kubeconfig = models.CharField(
+        max_length=1024,
+        blank=True,
+        help_text="Kubernetes, without a token: the path of a kubeconfig file on the Graylane "
+        "host (its current context). Neither: the service account Graylane runs as.",
+    )
     default_version = models.CharField(
         max_length=64,
         blank=True,
@@ -91,6 +160,15 @@ class Registry(models.Model):
             raise ValidationError({"base_url": CREDENTIALS_IN_URL})
         if refusal := settings.OUTBOUND_POLICY.url_refusal(self.base_url):
             raise ValidationError({"base_url": refusal})
+        if self.kind == self.KUBERNETES and (
+            problems := kubernetes_problems(
+                base_url=self.base_url,
+                namespace=self.namespace,
+                token=self.token,
+                kubeconfig=self.kubeconfig,
+            )
+        ):
+            raise ValidationError(problems)
 
 
 class Service(models.Model):

@@ -29,6 +29,9 @@ def adapter_for(registry: Registry) -> RegistryAdapter:
         username=registry.username,
         password=registry.password,
         api_version=registry.api_version,
+        version_label=registry.version_label,
+        token=registry.token,
+        kubeconfig=registry.kubeconfig,
         timeout=settings.REGISTRY_TIMEOUT,
         policy=settings.OUTBOUND_POLICY,
     )

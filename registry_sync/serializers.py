@@ -9,9 +9,11 @@ from rest_framework import serializers
 from accounts.secret_fields import MAX_PASSWORD_LENGTH
 from registry_sync.models import (
     CREDENTIALS_IN_URL,
+    MAX_TOKEN_LENGTH,
     Instance,
     LifecycleEvent,
     Registry,
+    kubernetes_problems,
     url_has_credentials,
 )
 from routing_engine import has_control_characters
@@ -68,6 +70,15 @@ class RegistrySerializer(serializers.ModelSerializer):
         style={"input_type": "password"},
     )
     has_password = serializers.SerializerMethodField()
+    token = serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        max_length=MAX_TOKEN_LENGTH,
+        style={"input_type": "password"},
+        help_text="Kubernetes: a bearer token (write-only, stored encrypted).",
+    )
+    has_token = serializers.SerializerMethodField()
     last_error = serializers.SerializerMethodField()
 
     class Meta:
@@ -83,6 +94,10 @@ class RegistrySerializer(serializers.ModelSerializer):
             "username",
             "password",
             "has_password",
+            "version_label",
+            "token",
+            "has_token",
+            "kubeconfig",
             "sync_interval",
             "enabled",
             "default_version",
@@ -98,6 +113,9 @@ class RegistrySerializer(serializers.ModelSerializer):
 
     def get_has_password(self, registry) -> bool:
         return bool(registry.password)
+
+    def get_has_token(self, registry: Registry) -> bool:
+        return bool(registry.token)
 
     def get_last_error(self, registry) -> str:
         """Why the last sync failed (admins), or that the registry is unreachable (others);
@@ -120,10 +138,25 @@ class RegistrySerializer(serializers.ModelSerializer):
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        kind = attrs.get("kind", getattr(self.instance, "kind", Registry.EMBEDDED))
-        base_url = attrs.get("base_url", getattr(self.instance, "base_url", ""))
-        if kind != Registry.EMBEDDED and not base_url:
+        def value(name: str, default: str = "") -> str:
+            return attrs.get(name, getattr(self.instance, name, default))
+
+        kind = value("kind", Registry.EMBEDDED)
+        if kind in (Registry.NACOS, Registry.EUREKA) and not value("base_url"):
             raise serializers.ValidationError({"base_url": ["Required for Nacos and Eureka."]})
+        if kind == Registry.KUBERNETES:
+            if self.instance is None and "namespace" not in attrs:
+                attrs["namespace"] = "default"  # Kubernetes' own default, not Nacos' "public"
+            problems = kubernetes_problems(
+                base_url=value("base_url"),
+                namespace=value("namespace"),
+                token=value("token"),
+                kubeconfig=value("kubeconfig"),
+            )
+            if problems:
+                raise serializers.ValidationError(
+                    {name: [message] for name, message in problems.items()}
+                )
         return attrs
 
 

@@ -104,8 +104,9 @@ def _set_intent(instance_pk: int, *, offline: bool, actor: str, source: str) -> 
 
 REGISTRY_AUDITED_FIELDS = [
     "kind", "base_url", "namespace", "group", "api_version", "username", "sync_interval",
-    "enabled", "default_version",
+    "enabled", "default_version", "version_label", "kubeconfig",
 ]  # fmt: skip
+REGISTRY_SECRETS = ("password", "token")  # audited as has_/_changed, never their values
 
 
 def _without_credentials(url: str) -> str:
@@ -120,7 +121,8 @@ def _registry_view(registry: Registry) -> dict[str, object]:
     view: dict[str, object] = {"name": registry.name}
     view.update({field: getattr(registry, field) for field in REGISTRY_AUDITED_FIELDS})
     view["base_url"] = _without_credentials(registry.base_url)
-    view["has_password"] = bool(registry.password)
+    for secret in REGISTRY_SECRETS:
+        view[f"has_{secret}"] = bool(getattr(registry, secret))
     return view
 
 
@@ -145,13 +147,17 @@ def create_registry(fields: dict, *, actor: str) -> Registry:
 def update_registry(registry: Registry, fields: dict, *, actor: str) -> Registry:
     with transaction.atomic():
         before = _registry_view(registry)
-        password_changed = "password" in fields and fields["password"] != registry.password
+        changed = [
+            secret
+            for secret in REGISTRY_SECRETS
+            if secret in fields and fields[secret] != getattr(registry, secret)
+        ]
         for field, value in fields.items():
             setattr(registry, field, value)
         registry.save()
         after = _registry_view(registry)
-        if password_changed:
-            after["password_changed"] = True
+        for secret in changed:
+            after[f"{secret}_changed"] = True
         _audit_registry(actor, "registry.update", registry, before, after)
     return registry
 

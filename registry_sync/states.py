@@ -2,7 +2,7 @@
 
 from datetime import datetime
 
-from registry_sync.adapters import RegistryInstance
+from registry_sync.adapters import TERMINATING, RegistryInstance
 from registry_sync.models import Instance
 
 # A service SDK registers with this metadata while it warms up (lossless deployment, see
@@ -19,6 +19,8 @@ def observed_state(
         return Instance.DRAINING if drain_until and drain_until > now else Instance.OFFLINE
     if not seen.enabled:
         return Instance.OFFLINE
+    if seen.status == TERMINATING:
+        return Instance.DRAINING
     if seen.status == "STARTING" or seen.metadata.get(WARMUP_KEY) == "pending":
         return Instance.STARTING
     if not seen.healthy:

@@ -227,6 +227,7 @@ class _Observation:
 
     now: datetime
     default_version: str
+    reapplies: bool  # the registry can take an instance out of traffic (adapter's say)
     created: list[Instance] = field(default_factory=list)
     updated: list[Instance] = field(default_factory=list)
     gone: list[Instance] = field(default_factory=list)
@@ -241,7 +242,11 @@ def _apply(
     """Writes what the snapshot changes, in one transaction, and marks the registry synced;
     (the summary, the rows whose offline must be re-applied in the registry)."""
     summary = SyncSummary(registry=registry.name, skipped=list(snapshot.skipped))
-    seen = _Observation(now=timezone.now(), default_version=registry.default_version)
+    seen = _Observation(
+        now=timezone.now(),
+        default_version=registry.default_version,
+        reapplies=getattr(adapter, "disables_in_registry", True),
+    )
     with transaction.atomic():
         services = _services_of(registry, snapshot, summary)
         stored = _stored_instances(services.values())
@@ -333,7 +338,7 @@ def _observe_stored(row: Instance, instance: RegistryInstance, seen: _Observatio
     """`instance` observed on its stored row, written only if that changed it; whether its
     routing changed."""
     before, was_routable = _state_key(row), _routing_view(row)
-    if row.offline_intent and instance.enabled:
+    if row.offline_intent and instance.enabled and seen.reapplies:
         seen.reapply.append(row)
     _observe(row, instance, seen.now, seen.default_version)
     if _state_key(row) == before:

@@ -6,17 +6,22 @@ from .base import (
     ADAPTER_KINDS,
     DEFAULT_GROUP,
     DEFAULT_NAMESPACE,
+    TERMINATING,
     RegistryAdapter,
     RegistryError,
     RegistryInstance,
     SkippedInstance,
 )
 from .eureka import EurekaAdapter
+from .kubernetes import DEFAULT_VERSION_LABEL, KubernetesAdapter
 from .nacos import NacosAdapter
 
 __all__ = [
     "ADAPTER_KINDS",
+    "DEFAULT_VERSION_LABEL",
+    "TERMINATING",
     "EurekaAdapter",
+    "KubernetesAdapter",
     "NacosAdapter",
     "RegistryAdapter",
     "RegistryError",
@@ -35,13 +40,19 @@ def build_adapter(
     username: str = "",
     password: str = "",
     api_version: str = "auto",
+    version_label: str = DEFAULT_VERSION_LABEL,
+    token: str = "",
+    kubeconfig: str = "",
     timeout: float = 3.0,
     policy: outbound.Policy = outbound.DEFAULT_POLICY,
 ) -> RegistryAdapter:
-    """Build the adapter for a registry ``kind`` ("nacos" or "eureka").
+    """Build the adapter for a registry ``kind`` ("nacos", "eureka" or "kubernetes").
 
     ``namespace``, ``group`` and ``api_version`` only mean something for Nacos; Eureka ignores
     them. ``username``/``password`` are Nacos login credentials, or HTTP basic auth for Eureka.
+    Kubernetes reads the comma-separated namespaces in ``namespace``, the version from the
+    Pods' label ``version_label``, and signs in with ``token``, else ``kubeconfig`` (a file),
+    else the service account it runs as.
     ``policy``: where the adapter may connect (outbound/policy.py).
     Raises ``ValueError`` for an unknown kind or api_version (a configuration error, not a
     registry failure). No network traffic happens here.
@@ -61,5 +72,15 @@ def build_adapter(
     if normalized == "eureka":
         return EurekaAdapter(
             base_url, username=username, password=password, timeout=timeout, policy=policy
+        )
+    if normalized == "kubernetes":
+        return KubernetesAdapter(
+            base_url,
+            namespaces=namespace.split(","),
+            version_label=version_label,
+            token=token,
+            kubeconfig=kubeconfig,
+            timeout=timeout,
+            policy=policy,
         )
     raise ValueError(f"unknown registry kind {kind!r}; expected one of {', '.join(ADAPTER_KINDS)}")

@@ -1,7 +1,9 @@
 """The small interface every registry adapter implements (plain Python, no Django).
 
 A sync pass calls ``list_services()`` once, then ``list_instances(service)`` for each service, and
-``set_enabled(instance, False/True)`` to take one instance out of traffic or put it back.
+``set_enabled(instance, False/True)`` to take one instance out of traffic or put it back. An
+adapter whose registry has no such switch (Kubernetes) sets ``disables_in_registry = False``:
+its ``set_enabled`` does nothing, and the sync keeps an operator's offline without re-applying.
 Every failure that is the registry's fault (unreachable, timeout, auth, unexpected answer) is a
 :class:`RegistryError` with a message an operator can read.
 """
@@ -15,6 +17,9 @@ from typing import Protocol, runtime_checkable
 DEFAULT_NAMESPACE = "public"
 DEFAULT_GROUP = "DEFAULT_GROUP"
 DEFAULT_CLUSTER = "DEFAULT"
+# The status of an instance on its way out that still finishes what it was sent (Kubernetes:
+# an endpoint whose Pod is terminating); shown as DRAINING and never routed to.
+TERMINATING = "TERMINATING"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +35,7 @@ class RegistryInstance:
     enabled: bool  # False = taken out of traffic (Nacos enabled=false, Eureka OUT_OF_SERVICE)
     metadata: dict[str, str] = field(default_factory=dict)
     cluster: str = DEFAULT_CLUSTER
-    status: str = "UP"  # Eureka: raw status; Nacos: "UP" if healthy else "DOWN"
+    status: str = "UP"  # Eureka: raw; Nacos: "UP" if healthy else "DOWN"; Kubernetes: see there
 
     @property
     def address(self) -> str:
@@ -85,4 +90,4 @@ class RegistryAdapter(Protocol):
     def close(self) -> None: ...
 
 
-ADAPTER_KINDS = ("nacos", "eureka")
+ADAPTER_KINDS = ("nacos", "eureka", "kubernetes")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import ssl
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -43,11 +45,16 @@ class HttpTransport:
         headers: Mapping[str, str] | None = None,
         auth: httpx.Auth | tuple[str, str] | None = None,
         policy: outbound.Policy = outbound.DEFAULT_POLICY,
+        verify: ssl.SSLContext | bool = True,
     ):
         self.registry = registry  # "Nacos" / "Eureka", used in messages
         self.timeout = timeout
         self.client = policy.client(
-            timeout=timeout, headers=dict(headers or {}), auth=auth, follow_redirects=False
+            verify=verify,
+            timeout=timeout,
+            headers=dict(headers or {}),
+            auth=auth,
+            follow_redirects=False,
         )
 
     def send(
@@ -58,9 +65,27 @@ class HttpTransport:
         params: Mapping[str, Any] | None = None,
         data: Mapping[str, Any] | None = None,
     ) -> httpx.Response:
+        with self._failures(method, url, params):
+            return self.client.request(method, url, params=params, data=data)
+
+    @contextmanager
+    def stream(
+        self, method: str, url: str, *, params: Mapping[str, Any] | None = None
+    ) -> Iterator[httpx.Response]:
+        """``send``, with the body read as it arrives (a Kubernetes watch), failures below
+        HTTP while reading it included."""
+        with (
+            self._failures(method, url, params),
+            self.client.stream(method, url, params=params) as response,
+        ):
+            yield response
+
+    @contextmanager
+    def _failures(self, method: str, url: str, params: Mapping[str, Any] | None) -> Iterator[None]:
+        """Every failure below HTTP as a RegistryError naming the request (secrets hidden)."""
         shown = redact_url(httpx.URL(url, params=dict(params or {})))
         try:
-            return self.client.request(method, url, params=params, data=data)
+            yield
         except httpx.TimeoutException as exc:
             raise RegistryError(
                 f"{self.registry} did not answer within {self.timeout:g}s: {method} {shown} "

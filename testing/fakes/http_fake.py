@@ -13,6 +13,7 @@ import json
 import socket
 import threading
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -55,6 +56,9 @@ class FakeResponse:
     body: bytes = b""
     content_type: str = "text/plain;charset=UTF-8"
     headers: dict[str, str] = field(default_factory=dict)
+    # A body sent as it is produced (HTTP/1.1 chunked), read outside the fake's lock: a
+    # Kubernetes watch. ``body`` is then unused.
+    chunks: Iterator[bytes] | None = None
 
 
 def json_reply(payload: Any, status: int = 200, headers: dict[str, str] | None = None):
@@ -146,10 +150,25 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", response.content_type)
         for name, value in response.headers.items():
             self.send_header(name, value)
+        if response.chunks is not None:
+            self._send_chunked(response.chunks)
+            return
         self.send_header("Content-Length", str(len(response.body)))
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(response.body)
+
+    def _send_chunked(self, chunks: Iterator[bytes]) -> None:
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for chunk in chunks:
+                if chunk:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:  # the client hung up mid-stream
+            self.close_connection = True
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _dispatch
 
