@@ -202,7 +202,7 @@ class NewLaneEditor(Editor[NewLaneForm]):
         return {"name": value["name"], **LaneForm.fields_from_lane(value, revision)}
 
     def propose(self, form: NewLaneForm, document: dict[str, Any]) -> dict[str, Any]:
-        name = form.cleaned_data["name"]
+        name = form.submitted().get("name")
         return {"name": name, **checked_new_lane(name, form.lane_data(), lanes_of(document))}
 
     def draft(self, proposed: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
@@ -240,7 +240,8 @@ class GrayLaneEditor(Editor[GrayLanePlaceForm]):
         return GrayLanePlaceForm.fields_from_place(value, revision)
 
     def propose(self, form: GrayLanePlaceForm, document: dict[str, Any]) -> dict[str, Any]:
-        return {"priority": normalize_lane({"priority": form.cleaned_data["priority"]})["priority"]}
+        priority = form.submitted().get("priority")
+        return {"priority": normalize_lane({"priority": priority})["priority"]}
 
     def draft(self, proposed: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
         return with_lane(document, GRAY_LANE, proposed, partial=True, actor="")
