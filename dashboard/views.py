@@ -15,6 +15,7 @@ from accounts.roles import ADMIN, OPERATOR, VIEWER, has_role
 from audit.filters import AuditFilter, known_actions
 from audit.models import AuditEntry
 from demo.restart import NotRestartable, restart_demo_instance, restartable
+from gateways.generation import newest_number, revision_of
 from gateways.models import Gateway
 from gateways.views import BADGES, status_rows
 from metrics.services import traffic_split
@@ -270,7 +271,14 @@ def service_protect(request: HttpRequest, name: str) -> HttpResponse:
 def revisions(request: HttpRequest) -> HttpResponse:
     load_state()
     page = Paginator(Revision.objects.defer("content"), 25).get_page(request.GET.get("page"))
-    return render(request, "dashboard/revisions.html", {"page": page, "state": load_state()})
+    current = newest_number()
+    context = {
+        "page": page,
+        "state": load_state(),
+        "generation": current,
+        "generation_revision": revision_of(current),
+    }
+    return render(request, "dashboard/revisions.html", context)
 
 
 @role_required(VIEWER)
