@@ -13,8 +13,17 @@ from policy.serializers import MAX_PATH
 from routing_engine.lanes import MATCH_FIELDS
 from routing_engine.records import service_name_problem
 
+from .pickers import ALL_VERSIONS_LIST, SERVICE_LIST, Pickers
+
 # A step's percentage as the page takes it ("5", "0.5"); the API's rules judge its value.
 NUMBER = re.compile(r"\d+(\.\d*)?")
+
+
+# Inputs offering the known services and versions (dashboard/pickers.py); a list of several
+# services, comma-separated, offers the next one (static/js/pickers.js).
+SERVICE_INPUT = forms.TextInput(attrs={"list": SERVICE_LIST})
+VERSION_INPUT = forms.TextInput(attrs={"list": ALL_VERSIONS_LIST})
+SERVICES_INPUT = forms.TextInput(attrs={"list": SERVICE_LIST, "data-services-list": ""})
 
 
 def _lines(text: str) -> list[str]:
@@ -136,8 +145,8 @@ class PolicyForm(RulesForm):
     routing = forms.BooleanField(required=False, label="Version-aware load balancing")
     user_header = forms.CharField(label="User header")
     city_header = forms.CharField(label="City header", help_text=CITY_HEADER_TRUST)
-    prod_version = forms.CharField(label="Prod version")
-    gray_version = forms.CharField(label="Gray version")
+    prod_version = forms.CharField(label="Prod version", widget=VERSION_INPUT)
+    gray_version = forms.CharField(label="Gray version", widget=VERSION_INPUT)
 
     @classmethod
     def initial_from(cls, state: PolicyState) -> dict[str, Any]:
@@ -206,22 +215,12 @@ class SimulateForm(forms.Form):
         return path
 
 
-# The datalist of service names the lane editor's member rows pick from, and the one of every
-# version, for a row whose service is not chosen (or not known) yet.
-SERVICES_LIST = "lane-services"
-ALL_VERSIONS_LIST = "lane-versions"
-
-
 class MemberForm(forms.Form):
     """One member of a lane: a service and its version in the lane. A row left empty is no
     member; percent and targeted as in the API (docs/api.md, "Lanes")."""
 
-    service = forms.CharField(
-        required=False, label="Service", widget=forms.TextInput(attrs={"list": SERVICES_LIST})
-    )
-    version = forms.CharField(
-        required=False, label="Version", widget=forms.TextInput(attrs={"list": ALL_VERSIONS_LIST})
-    )
+    service = forms.CharField(required=False, label="Service", widget=SERVICE_INPUT)
+    version = forms.CharField(required=False, label="Version", widget=VERSION_INPUT)
     percent = PercentField(
         required=False,
         initial=0,
@@ -322,15 +321,10 @@ class LaneForm(RulesForm):
         members_valid = self.members.is_valid()
         return super().is_valid() and members_valid
 
-    def use_pickers(self, version_lists: Mapping[str, str]) -> None:
-        """Point each member row's version at the datalist of its service's versions
-        (`version_lists`: service -> datalist id); static/js/lanes.js follows the service
-        as it is changed."""
+    def use_pickers(self, offered: Pickers) -> None:
+        """Each member row's version offers the versions of the row's service."""
         for row in self.members:
-            service = row["service"].value()
-            version = row.fields["version"].widget
-            version.attrs["list"] = version_lists.get(service or "", ALL_VERSIONS_LIST)
-            row.fields["service"].widget.attrs["data-version-input"] = row["version"].id_for_label
+            offered.pair(row["service"], row["version"])
 
     def members_data(self) -> dict[str, dict[str, Any]]:
         members = {}
@@ -560,9 +554,11 @@ class ReleaseForm(_RolloutForm):
 
     field_order = ["service", "to_version", "from_version", "lane"]
 
-    service = forms.CharField(label="Service")
-    to_version = forms.CharField(label="New version (gray)")
-    from_version = forms.CharField(required=False, label="From version (empty: prod)")
+    service = forms.CharField(label="Service", widget=SERVICE_INPUT)
+    to_version = forms.CharField(label="New version (gray)", widget=VERSION_INPUT)
+    from_version = forms.CharField(
+        required=False, label="From version (empty: prod)", widget=VERSION_INPUT
+    )
     lane = forms.CharField(required=False, initial="gray", label="Lane (empty: gray)")
     # Checked by the API (above 0, up to 100, two decimals), whose message it shows.
     mirror = forms.FloatField(
@@ -662,7 +658,7 @@ class FreezeForm(_ApiCheckedForm):
     services = forms.CharField(
         required=False,
         label="Services (comma-separated; empty: all)",
-        widget=forms.TextInput(attrs={"list": "service-names"}),
+        widget=SERVICES_INPUT,
     )
     reason = forms.CharField(required=False, label="Reason")
 

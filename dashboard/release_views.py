@@ -16,7 +16,6 @@ from django.views.decorators.http import require_POST
 
 from accounts.decorators import role_required
 from accounts.roles import OPERATOR, VIEWER, has_role
-from registry_sync.models import Service
 from releases import bundles, outcomes, schedules, services, shadow, states
 from releases.bundle_order import order_warnings
 from releases.chart import release_chart
@@ -31,6 +30,7 @@ from releases.serializers import (
 )
 
 from .forms import BundleForm, FreezeForm, ReleaseForm
+from .pickers import pickers
 from .release_confirms import bundle_confirmations, confirmations
 
 # Bundles on the releases page, newest first; an older one is a link on its releases' pages.
@@ -61,6 +61,8 @@ def releases_page(
     freeze_form: FreezeForm | None = None,
 ) -> HttpResponse:
     listed = ReleaseFilter(request.GET, queryset=Release.objects.all())
+    offered = pickers([str(form["service"].value() or "").strip()])
+    offered.pair(form["service"], form["to_version"], form["from_version"])
     page = Paginator(listed.qs if listed.is_valid() else Release.objects.none(), 25).get_page(
         request.GET.get("page")
     )
@@ -78,7 +80,7 @@ def releases_page(
             "freeze_form": freeze_form or FreezeForm(),
             "now": timezone.now(),
             "states": states.STATES,
-            "service_names": Service.objects.order_by("name").values_list("name", flat=True)[:500],
+            "pickers": offered,
             "outcomes": outcomes.per_service(service=request.GET.get("service") or None),
         },
         status=status,

@@ -45,6 +45,7 @@ from .draft_views import notify_held
 from .editing import Editor, edit
 from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
 from .minute_health import MIN_REQUESTS, minute_health
+from .pickers import pickers
 
 
 def _registry_rows(user: AnyUser) -> list[tuple[Registry, str]]:
@@ -121,7 +122,7 @@ class PolicyEditor(Editor[PolicyForm]):
         return normalize_policy(form.policy_data())
 
     def context(self, state: PolicyState, form: PolicyForm) -> dict[str, Any]:
-        return {"gray_priority": gray_priority_of(state.document)}
+        return {"gray_priority": gray_priority_of(state.document), "pickers": pickers()}
 
     def draft(self, proposed: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
         return draft_document(document, policy=proposed)
@@ -355,7 +356,7 @@ def simulator(request: HttpRequest) -> HttpResponse:
             "form": form,
             "result": result,
             "hops": hops,
-            "service_names": Service.objects.values_list("name", flat=True)[:500],
+            "pickers": pickers(),
         },
     )
 
