@@ -178,8 +178,8 @@ class PolicyForm(RulesForm):
 
 
 class ServiceVersionsForm(forms.Form):
-    prod_version = forms.CharField(required=False, label="Prod version")
-    gray_version = forms.CharField(required=False, label="Gray version")
+    prod_version = forms.CharField(required=False, label="Prod version", widget=VERSION_INPUT)
+    gray_version = forms.CharField(required=False, label="Gray version", widget=VERSION_INPUT)
 
     def changes(self) -> dict:
         # An empty box means "inherit the policy default".

@@ -37,12 +37,15 @@ class Pickers:
     def pair(self, service: BoundField, *versions: BoundField) -> None:
         """Make the `versions` inputs offer the versions of the service typed in `service`
         (now, and as it changes: static/js/pickers.js)."""
-        chosen = str(service.value() or "").strip()
         service.field.widget.attrs["data-version-inputs"] = " ".join(
             version.auto_id for version in versions
         )
+        self.versions_of(str(service.value() or "").strip(), *versions)
+
+    def versions_of(self, service: str, *versions: BoundField) -> None:
+        """Make the `versions` inputs offer the versions of `service` (unknown: all)."""
         for version in versions:
-            version.field.widget.attrs["list"] = self.list_ids.get(chosen, ALL_VERSIONS_LIST)
+            version.field.widget.attrs["list"] = self.list_ids.get(service, ALL_VERSIONS_LIST)
 
 
 def pickers(named: Iterable[str] = ()) -> Pickers:

@@ -209,10 +209,13 @@ def service_detail(request: HttpRequest, name: str) -> HttpResponse:
                 return redirect("dashboard:service", name=name)
         else:
             status = 400
+    offered = pickers([service.name])
+    offered.versions_of(service.name, form["prod_version"], form["gray_version"])
     return render(
         request,
         "dashboard/service_detail.html",
         {
+            "pickers": offered,
             "service": service,
             "row": row,
             "split": traffic_split([service.name]).get(service.name),
