@@ -137,14 +137,16 @@ def _form_showing(editor: Editor[F], value: dict[str, Any], revision: int, comme
 
 
 def _proposal(editor: Editor[F], form: F, document: dict[str, Any]) -> dict[str, Any] | None:
-    """What the form proposes; None, with the errors on the form, when it is not valid."""
-    if not form.is_valid():
-        return None
+    """What the form proposes; None, with the errors on the form, when it is not valid.
+    The engine checks what passed the form's own checks even when the rest did not, so
+    that every error shows at once (forms.CheckedElsewhere)."""
+    own_checks_passed = form.is_valid()
     try:
-        return editor.propose(form, document)
+        proposed = editor.propose(form, document)
     except PolicyError as exc:
         form.add_engine_errors(exc.errors)
         return None
+    return proposed if own_checks_passed else None
 
 
 def _conflict(

@@ -1,9 +1,10 @@
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from django import forms
 from django.forms import formset_factory
+from rest_framework.serializers import BaseSerializer
 from rest_framework.settings import api_settings
 
 from policy.documents import policy_of
@@ -12,8 +13,17 @@ from policy.serializers import MAX_PATH
 from routing_engine.lanes import MATCH_FIELDS
 from routing_engine.records import service_name_problem
 
+from .pickers import ALL_VERSIONS_LIST, SERVICE_LIST, Pickers
+
 # A step's percentage as the page takes it ("5", "0.5"); the API's rules judge its value.
 NUMBER = re.compile(r"\d+(\.\d*)?")
+
+
+# Inputs offering the known services and versions (dashboard/pickers.py); a list of several
+# services, comma-separated, offers the next one (static/js/pickers.js).
+SERVICE_INPUT = forms.TextInput(attrs={"list": SERVICE_LIST})
+VERSION_INPUT = forms.TextInput(attrs={"list": ALL_VERSIONS_LIST})
+SERVICES_INPUT = forms.TextInput(attrs={"list": SERVICE_LIST, "data-services-list": ""})
 
 
 def _lines(text: str) -> list[str]:
@@ -41,7 +51,28 @@ CITY_HEADER_TRUST = (
 )
 
 
-class PublishForm(forms.Form):
+class CheckedElsewhere(forms.Form):
+    """A form with checks of its own and an outside checker's (the API's serializers, the
+    engine). The checker judges what passed the form's own checks even when the rest did
+    not, so that a submission's every error shows at once, each on its field; its word on
+    a field the form refused is left out (it is about the value not sent, and the form's
+    own message says more)."""
+
+    def submitted(self) -> dict[str, Any]:
+        """The fields that passed the form's own checks: every one, or some."""
+        self.is_valid()
+        return self.cleaned_data
+
+    def add_checker_errors(self, errors: Iterable[tuple[str | None, str]]) -> None:
+        """The checker's (field, message) pairs on the form; a field it has not, on the
+        form as a whole."""
+        refused = set(self.errors)
+        for field, message in errors:
+            if field not in refused:
+                self.add_error(field if field in self.fields else None, message)
+
+
+class PublishForm(CheckedElsewhere):
     """What every editor of the live document has (dashboard/editing.py): the revision the
     page was loaded at, sent as If-Match when publishing, and the revision's comment.
     Validation is the engine's, so the forms and the API accept and reject the same input;
@@ -58,10 +89,11 @@ class PublishForm(forms.Form):
         return {key: value for key, value in fields.items() if value is not False}
 
     def add_engine_errors(self, errors: Mapping[str, list[str]]) -> None:
-        for key, messages in errors.items():
-            field = self.ENGINE_FIELDS.get(key, key)
-            for message in messages:
-                self.add_error(field if field in self.fields else None, message)
+        self.add_checker_errors(
+            (self.ENGINE_FIELDS.get(key, key), message)
+            for key, messages in errors.items()
+            for message in messages
+        )
 
 
 class RulesForm(PublishForm):
@@ -89,13 +121,13 @@ class RulesForm(PublishForm):
         }
 
     def rules_data(self) -> dict[str, Any]:
-        data = self.cleaned_data
+        data = self.submitted()
         return {
-            "header": {"name": data["header_name"], "value": data["header_value"]},
-            "ips": _lines(data["ips"]),
-            "cities": _lines(data["cities"]),
-            "users": _lines(data["users"]),
-            "percent": data["percent"],
+            "header": {"name": data.get("header_name"), "value": data.get("header_value")},
+            "ips": _lines(data.get("ips", "")),
+            "cities": _lines(data.get("cities", "")),
+            "users": _lines(data.get("users", "")),
+            "percent": data.get("percent"),
         }
 
 
@@ -113,8 +145,8 @@ class PolicyForm(RulesForm):
     routing = forms.BooleanField(required=False, label="Version-aware load balancing")
     user_header = forms.CharField(label="User header")
     city_header = forms.CharField(label="City header", help_text=CITY_HEADER_TRUST)
-    prod_version = forms.CharField(label="Prod version")
-    gray_version = forms.CharField(label="Gray version")
+    prod_version = forms.CharField(label="Prod version", widget=VERSION_INPUT)
+    gray_version = forms.CharField(label="Gray version", widget=VERSION_INPUT)
 
     @classmethod
     def initial_from(cls, state: PolicyState) -> dict[str, Any]:
@@ -134,20 +166,20 @@ class PolicyForm(RulesForm):
         }
 
     def policy_data(self) -> dict:
-        data = self.cleaned_data
+        data = self.submitted()
         return {
-            "enabled": data["enabled"],
-            "routing": data["routing"],
+            "enabled": data.get("enabled"),
+            "routing": data.get("routing"),
             **self.rules_data(),
-            "user_header": data["user_header"],
-            "city_header": data["city_header"],
-            "versions": {"prod": data["prod_version"], "gray": data["gray_version"]},
+            "user_header": data.get("user_header"),
+            "city_header": data.get("city_header"),
+            "versions": {"prod": data.get("prod_version"), "gray": data.get("gray_version")},
         }
 
 
 class ServiceVersionsForm(forms.Form):
-    prod_version = forms.CharField(required=False, label="Prod version")
-    gray_version = forms.CharField(required=False, label="Gray version")
+    prod_version = forms.CharField(required=False, label="Prod version", widget=VERSION_INPUT)
+    gray_version = forms.CharField(required=False, label="Gray version", widget=VERSION_INPUT)
 
     def changes(self) -> dict:
         # An empty box means "inherit the policy default".
@@ -183,22 +215,12 @@ class SimulateForm(forms.Form):
         return path
 
 
-# The datalist of service names the lane editor's member rows pick from, and the one of every
-# version, for a row whose service is not chosen (or not known) yet.
-SERVICES_LIST = "lane-services"
-ALL_VERSIONS_LIST = "lane-versions"
-
-
 class MemberForm(forms.Form):
     """One member of a lane: a service and its version in the lane. A row left empty is no
     member; percent and targeted as in the API (docs/api.md, "Lanes")."""
 
-    service = forms.CharField(
-        required=False, label="Service", widget=forms.TextInput(attrs={"list": SERVICES_LIST})
-    )
-    version = forms.CharField(
-        required=False, label="Version", widget=forms.TextInput(attrs={"list": ALL_VERSIONS_LIST})
-    )
+    service = forms.CharField(required=False, label="Service", widget=SERVICE_INPUT)
+    version = forms.CharField(required=False, label="Version", widget=VERSION_INPUT)
     percent = PercentField(
         required=False,
         initial=0,
@@ -299,15 +321,10 @@ class LaneForm(RulesForm):
         members_valid = self.members.is_valid()
         return super().is_valid() and members_valid
 
-    def use_pickers(self, version_lists: Mapping[str, str]) -> None:
-        """Point each member row's version at the datalist of its service's versions
-        (`version_lists`: service -> datalist id); static/js/lanes.js follows the service
-        as it is changed."""
+    def use_pickers(self, offered: Pickers) -> None:
+        """Each member row's version offers the versions of the row's service."""
         for row in self.members:
-            service = row["service"].value()
-            version = row.fields["version"].widget
-            version.attrs["list"] = version_lists.get(service or "", ALL_VERSIONS_LIST)
-            row.fields["service"].widget.attrs["data-version-input"] = row["version"].id_for_label
+            offered.pair(row["service"], row["version"])
 
     def members_data(self) -> dict[str, dict[str, Any]]:
         members = {}
@@ -315,23 +332,25 @@ class LaneForm(RulesForm):
             data = row.cleaned_data
             if data.get("service") and not data.get("DELETE"):
                 members[data["service"]] = {
-                    "version": data["version"],
-                    "percent": data["percent"] or 0,
-                    "targeted": data["targeted"],
+                    "version": data.get("version"),
+                    "percent": data.get("percent") or 0,
+                    "targeted": data.get("targeted", True),
                 }
         return members
 
     def lane_data(self) -> dict[str, Any]:
         """The lane as the API takes it (its name apart)."""
+        data = self.submitted()
         return {
-            "priority": self.cleaned_data["priority"],
-            "enabled": self.cleaned_data["enabled"],
+            "priority": data.get("priority"),
+            "enabled": data.get("enabled"),
             "match": self.rules_data(),
             "members": self.members_data(),
         }
 
     def add_engine_errors(self, errors: Mapping[str, list[str]]) -> None:
         rows = {row.cleaned_data.get("service"): row for row in self.members}
+        refused = {id(row): set(row.errors) for row in self.members}
         others = {}
         for key, messages in errors.items():
             # "members.<service>.<field>"; a service name may hold dots, a field does not.
@@ -340,8 +359,9 @@ class LaneForm(RulesForm):
             if row is None or field not in row.fields:
                 others[key] = messages
                 continue
-            for message in messages:
-                row.add_error(field, message)
+            if field not in refused[id(row)]:
+                for message in messages:
+                    row.add_error(field, message)
         super().add_engine_errors(others)
 
 
@@ -406,19 +426,36 @@ def _number(text: str) -> float | str:
         return text
 
 
-class _ApiCheckedForm(forms.Form):
+class _ApiCheckedForm(CheckedElsewhere):
     """A form whose rules are an API serializer's: its errors land on the fields they
-    concern, those of a nested serializer (`nested_errors`) on the form's own fields."""
+    concern, those of a nested serializer (`nested_errors`) on the form's own fields, and
+    those of a field the API names otherwise (`api_names`) on the form's field."""
 
     nested_errors: tuple[str, ...] = ()
+    api_names: ClassVar[dict[str, str]] = {}
+
+    def api_body(self) -> dict:
+        """What the API would take: the fields that passed the form's own checks."""
+        raise NotImplementedError
+
+    def api_check(self, *serializers: BaseSerializer) -> bool:
+        """Whether the form's own checks and every serializer's pass (each made from what
+        `submitted` holds), every error of them all on the form."""
+        for serializer in serializers:
+            if not serializer.is_valid():
+                self.add_api_errors(dict(serializer.errors))
+        return not self.errors
 
     def add_api_errors(self, errors: Mapping[str, Any]) -> None:
+        self.add_checker_errors(self._api_lines(errors))
+
+    def _api_lines(self, errors: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         for field, messages in errors.items():
             if field in self.nested_errors and isinstance(messages, dict):
-                self.add_api_errors(messages)
+                yield from self._api_lines(messages)
                 continue
             for message in _api_messages(field, messages):
-                self.add_error(field if field in self.fields else None, message)
+                yield self.api_names.get(field, field), message
 
 
 class _RolloutForm(_ApiCheckedForm):
@@ -504,9 +541,12 @@ class _RolloutForm(_ApiCheckedForm):
     nested_errors = ("analysis",)
 
     def rollout_body(self) -> dict:
-        data = self.cleaned_data
-        analysis = {key: data[key] for key in ANALYSIS_FIELDS}
-        return {"steps": data["steps"], "analysis": {**analysis, "metrics": data["metrics"]}}
+        data = self.submitted()
+        analysis = {key: data.get(key) for key in ANALYSIS_FIELDS}
+        return {
+            "steps": data.get("steps"),
+            "analysis": {**analysis, "metrics": data.get("metrics")},
+        }
 
 
 class ReleaseForm(_RolloutForm):
@@ -514,9 +554,11 @@ class ReleaseForm(_RolloutForm):
 
     field_order = ["service", "to_version", "from_version", "lane"]
 
-    service = forms.CharField(label="Service")
-    to_version = forms.CharField(label="New version (gray)")
-    from_version = forms.CharField(required=False, label="From version (empty: prod)")
+    service = forms.CharField(label="Service", widget=SERVICE_INPUT)
+    to_version = forms.CharField(label="New version (gray)", widget=VERSION_INPUT)
+    from_version = forms.CharField(
+        required=False, label="From version (empty: prod)", widget=VERSION_INPUT
+    )
     lane = forms.CharField(required=False, initial="gray", label="Lane (empty: gray)")
     # Checked by the API (above 0, up to 100, two decimals), whose message it shows.
     mirror = forms.FloatField(
@@ -533,14 +575,17 @@ class ReleaseForm(_RolloutForm):
         help_text="Set: the release is scheduled and starts then instead of now",
     )
 
+    # The start time is checked by the API's `start` (ReleaseStartSerializer), as `at`.
+    api_names = {"at": "start_at"}
+
     def api_body(self) -> dict:
-        data = self.cleaned_data
-        mirror = data["mirror"]
+        data = self.submitted()
+        mirror = data.get("mirror")
         return {
-            "service": data["service"],
-            "to_version": data["to_version"],
-            "from_version": data["from_version"] or None,
-            **({"lane": data["lane"]} if data["lane"] else {}),
+            "service": data.get("service"),
+            "to_version": data.get("to_version"),
+            "from_version": data.get("from_version") or None,
+            **({"lane": data["lane"]} if data.get("lane") else {}),
             **({"mirror": {"percent": mirror}} if mirror is not None else {}),
             **self.rollout_body(),
         }
@@ -587,8 +632,12 @@ class BundleForm(_RolloutForm):
         return members
 
     def api_body(self) -> dict:
-        data = self.cleaned_data
-        return {"name": data["name"], "releases": data["releases"], **self.rollout_body()}
+        data = self.submitted()
+        return {
+            "name": data.get("name"),
+            "releases": data.get("releases"),
+            **self.rollout_body(),
+        }
 
 
 class FreezeForm(_ApiCheckedForm):
@@ -609,13 +658,14 @@ class FreezeForm(_ApiCheckedForm):
     services = forms.CharField(
         required=False,
         label="Services (comma-separated; empty: all)",
-        widget=forms.TextInput(attrs={"list": "service-names"}),
+        widget=SERVICES_INPUT,
     )
     reason = forms.CharField(required=False, label="Reason")
 
     def api_body(self) -> dict:
         """What `POST /api/v1/freezes/` would take; a field left empty is not sent."""
-        data = self.cleaned_data
-        body = {key: data[key] for key in ("starts_at", "ends_at", "reason") if data[key]}
-        body["services"] = [name.strip() for name in data["services"].split(",") if name.strip()]
+        data = self.submitted()
+        body = {key: data[key] for key in ("starts_at", "ends_at", "reason") if data.get(key)}
+        services = data.get("services", "")
+        body["services"] = [name.strip() for name in services.split(",") if name.strip()]
         return body

@@ -20,9 +20,8 @@ from .release_views import releases_page
 @role_required(ADMIN)
 def freeze_create(request: HttpRequest) -> HttpResponse:
     form = FreezeForm(request.POST)
-    body = FreezeSerializer(data=form.api_body() if form.is_valid() else {})
-    if not body.is_valid():
-        form.add_api_errors(body.errors)
+    body = FreezeSerializer(data=form.api_body())
+    if not form.api_check(body):
         return releases_page(request, ReleaseForm(), BundleForm(), 400, freeze_form=form)
     freeze = create_freeze(**body.validated_data, actor=request.user.username, source="ui")
     messages.success(request, f"Freeze window {freeze.pk} made: {freeze}.")

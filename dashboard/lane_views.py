@@ -36,13 +36,12 @@ from routing_engine.lanes import GRAY_LANE, empty_match, lane_order, normalize_l
 from .draft_views import notify_held
 from .editing import Editor, edit
 from .forms import GrayLanePlaceForm, LaneForm, NewLaneForm, PublishForm
+from .pickers import pickers
 
 NEEDS_OPERATOR = "Changing lanes needs the operator role."
 # Where a new lane starts: before the gray lane (1000), as lanes for testers and features
 # usually are.
 NEW_LANE_PRIORITY = 100
-# Services the member pickers offer (as the simulator's): a member may still name any other.
-PICKER_SERVICES = 500
 # Entries of a rule list the lanes page shows before "and N more".
 SHOWN_ENTRIES = 5
 # Members of the gray lane shown (it has every service) before "and N more".
@@ -202,7 +201,7 @@ class NewLaneEditor(Editor[NewLaneForm]):
         return {"name": value["name"], **LaneForm.fields_from_lane(value, revision)}
 
     def propose(self, form: NewLaneForm, document: dict[str, Any]) -> dict[str, Any]:
-        name = form.cleaned_data["name"]
+        name = form.submitted().get("name")
         return {"name": name, **checked_new_lane(name, form.lane_data(), lanes_of(document))}
 
     def draft(self, proposed: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
@@ -240,7 +239,8 @@ class GrayLaneEditor(Editor[GrayLanePlaceForm]):
         return GrayLanePlaceForm.fields_from_place(value, revision)
 
     def propose(self, form: GrayLanePlaceForm, document: dict[str, Any]) -> dict[str, Any]:
-        return {"priority": normalize_lane({"priority": form.cleaned_data["priority"]})["priority"]}
+        priority = form.submitted().get("priority")
+        return {"priority": normalize_lane({"priority": priority})["priority"]}
 
     def draft(self, proposed: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
         return with_lane(document, GRAY_LANE, proposed, partial=True, actor="")
@@ -273,22 +273,18 @@ class GrayLaneEditor(Editor[GrayLanePlaceForm]):
 def _pickers(state: PolicyState, form: LaneForm, lane: str | None) -> dict[str, Any]:
     """The member rows' pickers (the services and versions the registries know), what is
     wrong with each row's version, and which gateways cannot carry the lane."""
-    services = list(Service.objects.values_list("name", flat=True)[:PICKER_SERVICES])
     chosen = [
         (row, (row["service"].value() or "").strip(), (row["version"].value() or "").strip())
         for row in form.members
     ]
     members = {service for _, service, _ in chosen if service}
-    known = known_versions({*services, *members})
-    lists = {service: f"lane-versions-{index}" for index, service in enumerate(sorted(known))}
-    form.use_pickers(lists)
+    offered = pickers(members)
+    form.use_pickers(offered)
     quarantined = quarantined_of(state.document)
     return {
-        "service_names": services,
-        "version_lists": [(lists[service], service, known[service]) for service in sorted(known)],
-        "version_list_ids": lists,
+        "pickers": offered,
         "member_rows": [
-            (row, version_flag(service, version, known, quarantined) if version else None)
+            (row, version_flag(service, version, offered.known, quarantined) if version else None)
             for row, service, version in chosen
         ],
         "carriage": lane_carriage({lane: members})[lane] if lane else LaneCarriage(),

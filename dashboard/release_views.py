@@ -16,7 +16,6 @@ from django.views.decorators.http import require_POST
 
 from accounts.decorators import role_required
 from accounts.roles import OPERATOR, VIEWER, has_role
-from registry_sync.models import Service
 from releases import bundles, outcomes, schedules, services, shadow, states
 from releases.bundle_order import order_warnings
 from releases.chart import release_chart
@@ -31,7 +30,8 @@ from releases.serializers import (
 )
 
 from .forms import BundleForm, FreezeForm, ReleaseForm
-from .release_confirms import confirmations
+from .pickers import pickers
+from .release_confirms import bundle_confirmations, confirmations
 
 # Bundles on the releases page, newest first; an older one is a link on its releases' pages.
 LISTED_BUNDLES = 25
@@ -46,7 +46,7 @@ def releases(request: HttpRequest) -> HttpResponse:
             messages.error(request, "Starting a release needs the operator role.")
             return redirect("dashboard:releases")
         form = ReleaseForm(request.POST)
-        release = _create(request, form) if form.is_valid() else None
+        release = _create(request, form)
         if release is not None:
             return redirect("dashboard:release", pk=release.pk)
         status = 400
@@ -61,6 +61,8 @@ def releases_page(
     freeze_form: FreezeForm | None = None,
 ) -> HttpResponse:
     listed = ReleaseFilter(request.GET, queryset=Release.objects.all())
+    offered = pickers([str(form["service"].value() or "").strip()])
+    offered.pair(form["service"], form["to_version"], form["from_version"])
     page = Paginator(listed.qs if listed.is_valid() else Release.objects.none(), 25).get_page(
         request.GET.get("page")
     )
@@ -78,7 +80,7 @@ def releases_page(
             "freeze_form": freeze_form or FreezeForm(),
             "now": timezone.now(),
             "states": states.STATES,
-            "service_names": Service.objects.order_by("name").values_list("name", flat=True)[:500],
+            "pickers": offered,
             "outcomes": outcomes.per_service(service=request.GET.get("service") or None),
         },
         status=status,
@@ -91,13 +93,9 @@ def _listed_bundles() -> list[ReleaseBundle]:
 
 def _create(request: HttpRequest, form: ReleaseForm) -> Release | None:
     body = ReleaseCreateSerializer(data=form.api_body())
-    when = ReleaseStartSerializer(data={"at": form.cleaned_data["start_at"]})
-    # Both checked before anything is made, so that every error shows at once.
-    errors = {} if body.is_valid() else dict(body.errors)
-    if not when.is_valid():
-        errors["start_at"] = when.errors["at"]
-    if errors:
-        form.add_api_errors(errors)
+    when = ReleaseStartSerializer(data={"at": form.submitted().get("start_at")})
+    # All checked before anything is made, so that every error shows at once.
+    if not form.api_check(body, when):
         return None
     try:
         release = services.create_release(
@@ -198,7 +196,7 @@ def _start_time(request: HttpRequest) -> tuple[datetime | None, str]:
 @role_required(OPERATOR)
 def bundle_create(request: HttpRequest) -> HttpResponse:
     form = BundleForm(request.POST)
-    bundle = _create_bundle(request, form) if form.is_valid() else None
+    bundle = _create_bundle(request, form)
     if bundle is not None:
         messages.success(request, f"Bundle {bundle.pk} made: start it here.")
         return redirect("dashboard:bundle", pk=bundle.pk)
@@ -207,8 +205,7 @@ def bundle_create(request: HttpRequest) -> HttpResponse:
 
 def _create_bundle(request: HttpRequest, form: BundleForm) -> ReleaseBundle | None:
     body = BundleCreateSerializer(data=form.api_body())
-    if not body.is_valid():
-        form.add_api_errors(body.errors)
+    if not form.api_check(body):
         return None
     try:
         return bundles.create_bundle(
@@ -227,6 +224,7 @@ def bundle_detail(request: HttpRequest, pk: int) -> HttpResponse:
     timeline = _timeline(
         ReleaseEvent.objects.filter(release__bundle=bundle).select_related("release")
     )
+    asks = bundle_confirmations(bundle, members)
     return render(
         request,
         "dashboard/bundle_detail.html",
@@ -234,7 +232,10 @@ def bundle_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "bundle": bundle,
             "plan": [first.step_label(n) for n in range(len(first.steps))] if first else [],
             "analysis": first.analysis if first else {},
-            "allowed": states.bundle_allowed_actions([m.state for m in members]),
+            "actions": [
+                (action, asks.get(action))
+                for action in states.bundle_allowed_actions([m.state for m in members])
+            ],
             "order_warnings": order_warnings(members, time.time()),
             "timeline": timeline,
             "bundle_json": {

@@ -15,6 +15,7 @@ from accounts.roles import ADMIN, OPERATOR, VIEWER, has_role
 from audit.filters import AuditFilter, known_actions
 from audit.models import AuditEntry
 from demo.restart import NotRestartable, restart_demo_instance, restartable
+from gateways.generation import newest_number, revision_of
 from gateways.models import Gateway
 from gateways.views import BADGES, status_rows
 from metrics.services import traffic_split
@@ -45,6 +46,7 @@ from .editing import Editor, edit
 from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
 from .graph_views import current_drawing
 from .minute_health import MIN_REQUESTS, minute_health
+from .pickers import pickers
 
 
 def _registry_rows(user: AnyUser) -> list[tuple[Registry, str]]:
@@ -122,7 +124,7 @@ class PolicyEditor(Editor[PolicyForm]):
         return normalize_policy(form.policy_data())
 
     def context(self, state: PolicyState, form: PolicyForm) -> dict[str, Any]:
-        return {"gray_priority": gray_priority_of(state.document)}
+        return {"gray_priority": gray_priority_of(state.document), "pickers": pickers()}
 
     def draft(self, proposed: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
         return draft_document(document, policy=proposed)
@@ -209,10 +211,13 @@ def service_detail(request: HttpRequest, name: str) -> HttpResponse:
                 return redirect("dashboard:service", name=name)
         else:
             status = 400
+    offered = pickers([service.name])
+    offered.versions_of(service.name, form["prod_version"], form["gray_version"])
     return render(
         request,
         "dashboard/service_detail.html",
         {
+            "pickers": offered,
             "service": service,
             "row": row,
             "split": traffic_split([service.name]).get(service.name),
@@ -272,7 +277,14 @@ def service_protect(request: HttpRequest, name: str) -> HttpResponse:
 def revisions(request: HttpRequest) -> HttpResponse:
     load_state()
     page = Paginator(Revision.objects.defer("content"), 25).get_page(request.GET.get("page"))
-    return render(request, "dashboard/revisions.html", {"page": page, "state": load_state()})
+    current = newest_number()
+    context = {
+        "page": page,
+        "state": load_state(),
+        "generation": current,
+        "generation_revision": revision_of(current),
+    }
+    return render(request, "dashboard/revisions.html", context)
 
 
 @role_required(VIEWER)
@@ -349,7 +361,7 @@ def simulator(request: HttpRequest) -> HttpResponse:
             "form": form,
             "result": result,
             "hops": hops,
-            "service_names": Service.objects.values_list("name", flat=True)[:500],
+            "pickers": pickers(),
         },
     )
 

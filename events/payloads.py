@@ -33,7 +33,9 @@ class GatewayStatusFields(TypedDict):
     endpoint: str
     status: str
     desired_generation: int
+    desired_revision: int | None
     acked_generation: int
+    acked_revision: int | None
     last_seen: str | None
     last_error: str
     skipped: list[dict[str, str]]

@@ -47,6 +47,12 @@ def newest_row() -> tuple[int, datetime] | None:
     return Generation.objects.order_by("-number").values_list("number", "created_at").first()
 
 
+def revision_of(number: int) -> int | None:
+    """The policy revision generation `number` was built from; None for a generation not
+    made yet (0: no ack yet) or forgotten (older than HISTORY)."""
+    return Generation.objects.filter(number=number).values_list("revision", flat=True).first()
+
+
 def newest_number() -> int:
     """The current generation's number (the first generation is made on first use)."""
     newest = newest_row()

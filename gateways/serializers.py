@@ -5,6 +5,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from accounts.secret_fields import MAX_PASSWORD_LENGTH
+from gateways.generation import revision_of
 from gateways.models import Gateway
 from registry_sync.serializers import PORT_RANGE, port_in_range
 
@@ -43,12 +44,23 @@ class GatewayStatusSerializer(serializers.ModelSerializer):
 
     status = serializers.SerializerMethodField()
     desired_generation = serializers.SerializerMethodField()
+    desired_revision = serializers.SerializerMethodField(
+        help_text="The policy revision the current generation was built from."
+    )
+    acked_revision = serializers.SerializerMethodField(
+        help_text="The policy revision the acked generation was built from; null before the "
+        "first ack, or once that generation is over a day old and forgotten."
+    )
     skipped = serializers.ListField(
         child=serializers.DictField(child=serializers.CharField()),
         read_only=True,
         help_text='Records of the acked generation the gateway runs without: {"record", '
         '"reason"} each (it is in sync all the same).',
     )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._revisions: dict[int, int | None] = {}
 
     class Meta:
         model = Gateway
@@ -58,7 +70,9 @@ class GatewayStatusSerializer(serializers.ModelSerializer):
             "endpoint",
             "status",
             "desired_generation",
+            "desired_revision",
             "acked_generation",
+            "acked_revision",
             "last_seen",
             "last_error",
             "skipped",
@@ -78,6 +92,19 @@ class GatewayStatusSerializer(serializers.ModelSerializer):
     def get_desired_generation(self, gateway: Gateway) -> int:
         # Every gateway should run the current generation.
         return self.context["generation"]
+
+    def get_desired_revision(self, gateway: Gateway) -> int | None:
+        return self._revision_of(self.context["generation"])
+
+    def get_acked_revision(self, gateway: Gateway) -> int | None:
+        return self._revision_of(gateway.acked_generation)
+
+    def _revision_of(self, generation: int) -> int | None:
+        # Gateways mostly run the same few generations: one query for each, per answer (a
+        # list's rows share one child serializer).
+        if generation not in self._revisions:
+            self._revisions[generation] = revision_of(generation)
+        return self._revisions[generation]
 
 
 class GatewaySerializer(GatewayStatusSerializer):

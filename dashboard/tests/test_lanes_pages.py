@@ -175,7 +175,7 @@ def test_a_new_lane_is_previewed_then_published_as_a_revision(operator_client, f
     assert [row["service"].value() for row in rows] == ["order-app", "user-app", "", "", ""]
     # order-app's V3 has no routable instance: flagged beside it.
     assert [flag for _, flag in response.context["member_rows"]][:2] == ["no instance", None]
-    assert 'list="lane-versions-0"' in page and '<datalist id="lane-versions-0">' in page
+    assert 'list="versions-0"' in page and '<datalist id="versions-0">' in page
     assert '<option value="V3" label="no instance">' in page
 
     response = operator_client.post("/lanes/new/", {**form, "action": "save"})

@@ -11,10 +11,11 @@
   });
 
   // After an action's form is sent its own events arrive before its answer: a reload then
-  // would race the redirect (and eat its message), which shows them anyway.
+  // would race the redirect (and eat its message), which shows them anyway. A form whose
+  // confirmation was dismissed (app.js) is not sent: the page still follows the releases.
   var leaving = false;
-  document.addEventListener("submit", function () {
-    leaving = true;
+  document.addEventListener("submit", function (event) {
+    if (!event.defaultPrevented) leaving = true;
   });
   function reload() {
     if (!leaving) window.location.reload();

@@ -38,6 +38,8 @@ def test_make_a_bundle_start_it_follow_it_and_roll_it_back(
         expected_revision=None,
     )
     _, token = ApiToken.objects.issue(make_role_user("olga", "operator"))
+    # The bundle's actions ask first (test_bundle_confirm.py): this operator agrees.
+    page.on("dialog", lambda dialog: dialog.accept())
     log_in("olga")
     page.goto("/releases/")
     page.fill("#id_bundle-name", "checkout")

@@ -13,6 +13,8 @@ from playwright.sync_api import expect
 from accounts.models import ApiToken
 from gateways import generation
 from gateways.models import Gateway
+from policy.publishing import load_state
+from policy.services import update_policy
 from registry_sync.models import Service
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a uvicorn of its own (asgi_server)
@@ -100,3 +102,37 @@ def test_skipped_records_show_in_the_gateways_row_as_they_are_acked(
     ack()
     expect(skipped).to_have_text("none")
     assert page.evaluate("window.sameDocument") is True
+
+
+def test_each_generation_shows_the_revision_it_holds_live(
+    page, asgi_server, make_role_user, log_in, screenshot
+):
+    """Issue 26: the page says what a generation is beside a revision, and a gateway's acked
+    generation comes with its revision, also as its ack arrives."""
+    _, token, _ = Gateway.objects.create_with_credentials(name="edge", mode=Gateway.PULL)
+    make_role_user("vera", "viewer")
+    log_in("vera")
+    page.goto("/gateways/")
+    explained = page.locator("#generations-explained")
+    expect(explained).to_contain_text("A revision is a published change of the policy document")
+    expect(explained).to_contain_text("without a new revision, for every change of the routable")
+    row = page.locator('#gateways tr[data-gateway="edge"]')
+    expect(row.locator('[data-field="acked_revision"]')).to_have_text("—")
+    page.evaluate("window.sameDocument = true")  # gone if the page reloads
+
+    update_policy({"users": ["1001"]}, partial=True, actor="bob", source="api",
+                  expected_revision=None)  # fmt: skip
+    revision = load_state().revision
+    instances_moved = generation.bump("instances of user-app")
+    answer = httpx.post(
+        f"{asgi_server.url}/api/v1/gateways/edge/ack/",
+        json={"generation": instances_moved},
+        headers={"Authorization": f"Token {token}"},
+    )
+    assert answer.status_code == 200, answer.text
+    expect(row.locator('[data-field="acked_generation"]')).to_have_text(str(instances_moved))
+    expect(row.locator('[data-field="acked_revision"]')).to_have_text(str(revision))
+    expect(page.locator("#current-generation")).to_have_text(str(instances_moved))
+    expect(page.locator("#current-revision")).to_have_text(str(revision))
+    assert page.evaluate("window.sameDocument") is True
+    screenshot("gateways-generation-revision")

@@ -85,13 +85,13 @@ def test_create_a_lane_publish_it_and_see_the_routing_move(
     page.fill("#id_header_value", "feature-x")
     # Each member row's version suggests the versions of the service chosen in that row.
     page.fill("#id_members-0-service", "user-app")
-    expect(page.locator("#id_members-0-version")).to_have_attribute("list", "lane-versions-1")
-    options = page.locator("#lane-versions-1 option")
+    expect(page.locator("#id_members-0-version")).to_have_attribute("list", "versions-1")
+    options = page.locator("#versions-1 option")
     expect(options).to_have_count(3)
     assert options.evaluate_all("o => o.map(x => x.value)") == ["V1", "V2", "V3"]
     page.fill("#id_members-0-version", "V3")
     page.fill("#id_members-1-service", "order-app")
-    expect(page.locator("#id_members-1-version")).to_have_attribute("list", "lane-versions-0")
+    expect(page.locator("#id_members-1-version")).to_have_attribute("list", "versions-0")
     page.fill("#id_members-1-version", "V4")  # a typo: no instance of it
     page.fill("#id_comment", "Testers of V3")
     live = load_state().revision

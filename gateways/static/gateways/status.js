@@ -5,6 +5,7 @@
 
   function shown(field, value) {
     if (field === "last_seen") return value ? value.replace("T", " ").slice(0, 19) : "never";
+    if (value === null) return "—"; // a revision of a generation forgotten or not made yet
     if (field === "last_error") return value.length > 200 ? value.slice(0, 199) + "…" : value;
     if (field === "fronts") return value.length ? value.join(", ") : "all";
     if (field === "last_refused") {
@@ -73,6 +74,10 @@
     var status = row.querySelector('[data-field="status"]');
     status.className = "state " + (badges[event.status] || "");
     var current = document.getElementById("current-generation");
-    current.textContent = String(Math.max(Number(current.textContent), event.desired_generation));
+    if (event.desired_generation > Number(current.textContent)) {
+      current.textContent = String(event.desired_generation);
+      var revision = document.getElementById("current-revision");
+      if (revision) revision.textContent = shown("desired_revision", event.desired_revision);
+    }
   });
 })();
