@@ -15,15 +15,26 @@ class RegistryForm(forms.ModelForm):
         help_text="Write-only: leave empty to keep the stored one.",
     )
 
+    token = forms.CharField(
+        required=False,
+        max_length=MAX_PASSWORD_LENGTH,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Consul's ACL token. Write-only: leave empty to keep the stored one.",
+    )
+
     class Meta:
         model = Registry
         fields = [
             "name", "kind", "base_url", "namespace", "group", "api_version", "username",
-            "password", "sync_interval", "enabled", "default_version",
+            "password", "datacenter", "token", "version_key", "sync_interval", "enabled",
+            "default_version",
         ]  # fmt: skip
 
     def clean_password(self):
         return self.cleaned_data["password"] or (self.instance.password if self.instance else "")
+
+    def clean_token(self) -> str:
+        return self.cleaned_data["token"] or (self.instance.token if self.instance else "")
 
 
 @admin.register(Registry)

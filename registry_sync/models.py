@@ -1,3 +1,4 @@
+import re
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -6,16 +7,29 @@ from django.db import models
 
 from accounts.roles import ADMIN, has_role
 from accounts.secret_fields import MAX_PASSWORD_LENGTH, EncryptedTextField
+from registry_sync.adapters.consul import DATACENTER
 from routing_engine.records import version_problem
 
 CREDENTIALS_IN_URL = "No credentials in the URL: put them in username/password."
 UNREACHABLE = "unreachable (admins see why)"
+# Consul's own rule for Meta keys: letters, digits, _ and - (it allows 128; the column, 64).
+METADATA_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
 
 
 def validate_default_version(value: str) -> None:
     problem = version_problem(value)
     if value and problem:
         raise ValidationError(f"Not a version: {problem}.")
+
+
+def validate_datacenter(value: str) -> None:
+    if value and not DATACENTER.match(value):
+        raise ValidationError("Letters, digits, - and _ only (at most 64).")
+
+
+def validate_version_key(value: str) -> None:
+    if not METADATA_KEY.match(value):
+        raise ValidationError("1-64 letters, digits, _ and - (a Consul Meta key).")
 
 
 def url_has_credentials(url: str) -> bool:
@@ -27,11 +41,12 @@ def url_has_credentials(url: str) -> bool:
 
 
 class Registry(models.Model):
-    EMBEDDED, NACOS, EUREKA = "embedded", "nacos", "eureka"
+    EMBEDDED, NACOS, EUREKA, CONSUL = "embedded", "nacos", "eureka", "consul"
     KINDS = [
         (EMBEDDED, "Embedded (Nacos 1.x API served by Graylane)"),
         (NACOS, "Nacos"),
         (EUREKA, "Eureka"),
+        (CONSUL, "Consul"),
     ]
     API_VERSIONS = [
         ("auto", "Detect"),
@@ -41,12 +56,33 @@ class Registry(models.Model):
 
     name = models.SlugField(max_length=64, unique=True)
     kind = models.CharField(max_length=10, choices=KINDS, default=EMBEDDED)
-    base_url = models.URLField(blank=True, help_text="e.g. http://127.0.0.1:8848/nacos")
+    base_url = models.URLField(
+        blank=True,
+        help_text="e.g. http://127.0.0.1:8848/nacos, http://127.0.0.1:8761/eureka, or a Consul "
+        "agent's address, http://127.0.0.1:8500",
+    )
     namespace = models.CharField(max_length=128, default="public", blank=True)
     group = models.CharField(max_length=128, default="DEFAULT_GROUP", blank=True)
     api_version = models.CharField(max_length=4, choices=API_VERSIONS, default="auto")
     username = models.CharField(max_length=128, blank=True)
     password = EncryptedTextField(max_length=MAX_PASSWORD_LENGTH, blank=True)
+    # Consul's (registry_sync/adapters/consul.py).
+    datacenter = models.CharField(
+        max_length=64,
+        blank=True,
+        validators=[validate_datacenter],
+        help_text="Consul: the datacenter to read (empty: the agent's own).",
+    )
+    token = EncryptedTextField(
+        max_length=MAX_PASSWORD_LENGTH, blank=True, help_text="Consul: the ACL token."
+    )
+    version_key = models.CharField(
+        max_length=64,
+        default="version",
+        blank=True,
+        validators=[validate_version_key],
+        help_text="Consul: the Service.Meta key holding an instance's version (empty: version).",
+    )
     default_version = models.CharField(
         max_length=64,
         blank=True,

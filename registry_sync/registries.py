@@ -29,6 +29,9 @@ def adapter_for(registry: Registry) -> RegistryAdapter:
         username=registry.username,
         password=registry.password,
         api_version=registry.api_version,
+        datacenter=registry.datacenter,
+        token=registry.token,
+        version_key=registry.version_key,
         timeout=settings.REGISTRY_TIMEOUT,
         policy=settings.OUTBOUND_POLICY,
     )

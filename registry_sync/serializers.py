@@ -68,6 +68,15 @@ class RegistrySerializer(serializers.ModelSerializer):
         style={"input_type": "password"},
     )
     has_password = serializers.SerializerMethodField()
+    token = serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        max_length=MAX_PASSWORD_LENGTH,
+        style={"input_type": "password"},
+        help_text="Consul's ACL token (write-only).",
+    )
+    has_token = serializers.SerializerMethodField()
     last_error = serializers.SerializerMethodField()
 
     class Meta:
@@ -83,6 +92,10 @@ class RegistrySerializer(serializers.ModelSerializer):
             "username",
             "password",
             "has_password",
+            "datacenter",
+            "token",
+            "has_token",
+            "version_key",
             "sync_interval",
             "enabled",
             "default_version",
@@ -98,6 +111,9 @@ class RegistrySerializer(serializers.ModelSerializer):
 
     def get_has_password(self, registry) -> bool:
         return bool(registry.password)
+
+    def get_has_token(self, registry: Registry) -> bool:
+        return bool(registry.token)
 
     def get_last_error(self, registry) -> str:
         """Why the last sync failed (admins), or that the registry is unreachable (others);
@@ -123,7 +139,9 @@ class RegistrySerializer(serializers.ModelSerializer):
         kind = attrs.get("kind", getattr(self.instance, "kind", Registry.EMBEDDED))
         base_url = attrs.get("base_url", getattr(self.instance, "base_url", ""))
         if kind != Registry.EMBEDDED and not base_url:
-            raise serializers.ValidationError({"base_url": ["Required for Nacos and Eureka."]})
+            raise serializers.ValidationError(
+                {"base_url": ["Required for every kind but the embedded registry."]}
+            )
         return attrs
 
 

@@ -103,8 +103,8 @@ def _set_intent(instance_pk: int, *, offline: bool, actor: str, source: str) -> 
 
 
 REGISTRY_AUDITED_FIELDS = [
-    "kind", "base_url", "namespace", "group", "api_version", "username", "sync_interval",
-    "enabled", "default_version",
+    "kind", "base_url", "namespace", "group", "api_version", "username", "datacenter",
+    "version_key", "sync_interval", "enabled", "default_version",
 ]  # fmt: skip
 
 
@@ -121,6 +121,7 @@ def _registry_view(registry: Registry) -> dict[str, object]:
     view.update({field: getattr(registry, field) for field in REGISTRY_AUDITED_FIELDS})
     view["base_url"] = _without_credentials(registry.base_url)
     view["has_password"] = bool(registry.password)
+    view["has_token"] = bool(registry.token)
     return view
 
 
@@ -146,12 +147,15 @@ def update_registry(registry: Registry, fields: dict, *, actor: str) -> Registry
     with transaction.atomic():
         before = _registry_view(registry)
         password_changed = "password" in fields and fields["password"] != registry.password
+        token_changed = "token" in fields and fields["token"] != registry.token
         for field, value in fields.items():
             setattr(registry, field, value)
         registry.save()
         after = _registry_view(registry)
         if password_changed:
             after["password_changed"] = True
+        if token_changed:
+            after["token_changed"] = True
         _audit_registry(actor, "registry.update", registry, before, after)
     return registry
 

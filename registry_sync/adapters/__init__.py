@@ -1,4 +1,5 @@
-"""Registry adapters (plain Python, no Django): Nacos and Eureka behind one small interface."""
+"""Registry adapters (plain Python, no Django): Nacos, Eureka and Consul behind one small
+interface."""
 
 import outbound
 
@@ -11,11 +12,13 @@ from .base import (
     RegistryInstance,
     SkippedInstance,
 )
+from .consul import ConsulAdapter
 from .eureka import EurekaAdapter
 from .nacos import NacosAdapter
 
 __all__ = [
     "ADAPTER_KINDS",
+    "ConsulAdapter",
     "EurekaAdapter",
     "NacosAdapter",
     "RegistryAdapter",
@@ -35,13 +38,18 @@ def build_adapter(
     username: str = "",
     password: str = "",
     api_version: str = "auto",
+    datacenter: str = "",
+    token: str = "",
+    version_key: str = "version",
     timeout: float = 3.0,
     policy: outbound.Policy = outbound.DEFAULT_POLICY,
 ) -> RegistryAdapter:
-    """Build the adapter for a registry ``kind`` ("nacos" or "eureka").
+    """Build the adapter for a registry ``kind`` ("nacos", "eureka" or "consul").
 
-    ``namespace``, ``group`` and ``api_version`` only mean something for Nacos; Eureka ignores
-    them. ``username``/``password`` are Nacos login credentials, or HTTP basic auth for Eureka.
+    ``namespace``, ``group`` and ``api_version`` only mean something for Nacos; the others
+    ignore them. ``username``/``password`` are Nacos login credentials, or HTTP basic auth for
+    Eureka. ``datacenter``, ``token`` (ACL) and ``version_key`` (the Meta key holding the
+    version) are Consul's.
     ``policy``: where the adapter may connect (outbound/policy.py).
     Raises ``ValueError`` for an unknown kind or api_version (a configuration error, not a
     registry failure). No network traffic happens here.
@@ -61,5 +69,14 @@ def build_adapter(
     if normalized == "eureka":
         return EurekaAdapter(
             base_url, username=username, password=password, timeout=timeout, policy=policy
+        )
+    if normalized == "consul":
+        return ConsulAdapter(
+            base_url,
+            datacenter=datacenter,
+            token=token,
+            version_key=version_key,
+            timeout=timeout,
+            policy=policy,
         )
     raise ValueError(f"unknown registry kind {kind!r}; expected one of {', '.join(ADAPTER_KINDS)}")

@@ -85,4 +85,4 @@ class RegistryAdapter(Protocol):
     def close(self) -> None: ...
 
 
-ADAPTER_KINDS = ("nacos", "eureka")
+ADAPTER_KINDS = ("nacos", "eureka", "consul")

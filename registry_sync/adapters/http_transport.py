@@ -44,7 +44,7 @@ class HttpTransport:
         auth: httpx.Auth | tuple[str, str] | None = None,
         policy: outbound.Policy = outbound.DEFAULT_POLICY,
     ):
-        self.registry = registry  # "Nacos" / "Eureka", used in messages
+        self.registry = registry  # "Nacos" / "Eureka" / "Consul", used in messages
         self.timeout = timeout
         self.client = policy.client(
             timeout=timeout, headers=dict(headers or {}), auth=auth, follow_redirects=False
@@ -57,13 +57,17 @@ class HttpTransport:
         *,
         params: Mapping[str, Any] | None = None,
         data: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> httpx.Response:
+        """``timeout``: for this request instead of the client's (a blocking query waits
+        longer than any other call should)."""
         shown = redact_url(httpx.URL(url, params=dict(params or {})))
+        limit = self.timeout if timeout is None else timeout
         try:
-            return self.client.request(method, url, params=params, data=data)
+            return self.client.request(method, url, params=params, data=data, timeout=limit)
         except httpx.TimeoutException as exc:
             raise RegistryError(
-                f"{self.registry} did not answer within {self.timeout:g}s: {method} {shown} "
+                f"{self.registry} did not answer within {limit:g}s: {method} {shown} "
                 f"({type(exc).__name__})",
                 url=shown,
             ) from exc
