@@ -84,8 +84,14 @@ class Watch:
                     self.stopped.wait(self.retry)
                     continue
                 if index and new != index and not self.stopped.is_set():
-                    self.trigger()
+                    self._ask_for_a_pass()
                 index = new
+
+    def _ask_for_a_pass(self) -> None:
+        try:
+            self.trigger()
+        except Exception:  # the broker away: the periodic pass still comes; keep watching
+            log.exception("A Consul change could not start a sync")
 
 
 _watches: dict[int, tuple[tuple, Watch]] = {}

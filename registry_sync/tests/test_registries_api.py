@@ -153,3 +153,23 @@ def test_a_bad_consul_registry_is_400_with_the_field_and_nothing_is_stored(api, 
     assert response.status_code == 400
     assert list(response.json()) == [field]
     assert not Registry.objects.filter(name="prod-consul").exists()
+
+
+def test_the_admin_form_keeps_the_consul_token_when_left_empty(client, make_user):
+    user = make_user("root")
+    user.is_staff = user.is_superuser = True
+    user.save()
+    client.force_login(user)
+    form = {"name": "consul", "kind": "consul", "base_url": "http://127.0.0.1:8500",
+            "namespace": "", "group": "", "api_version": "auto", "username": "",
+            "password": "", "datacenter": "dc1", "token": "acl-s3cret", "version_key": "",
+            "sync_interval": "5.0", "enabled": "on"}  # fmt: skip
+    assert client.post("/admin/registry_sync/registry/add/", form).status_code == 302
+    registry = Registry.objects.get(name="consul")
+    page = client.get(f"/admin/registry_sync/registry/{registry.pk}/change/").content.decode()
+    assert "acl-s3cret" not in page
+    edited = {**form, "token": "", "datacenter": "dc2"}
+    path = f"/admin/registry_sync/registry/{registry.pk}/change/"
+    assert client.post(path, edited).status_code == 302
+    registry.refresh_from_db()
+    assert (registry.token, registry.datacenter) == ("acl-s3cret", "dc2")

@@ -2,12 +2,13 @@
 nothing lost), taking an instance out of traffic, and the watch that starts a pass as soon
 as Consul changes."""
 
+import re
 import threading
 import time
 
 import pytest
 
-from registry_sync import consul_watch
+from registry_sync import consul_watch, tasks
 from registry_sync.models import Instance, Registry
 from registry_sync.services import take_offline
 from registry_sync.sync import SyncFailed, sync_registry
@@ -55,7 +56,9 @@ def test_a_sync_stores_instances_with_their_versions_and_states(consul, registry
 
 
 @pytest.mark.parametrize("outage", ["500", "down", "token revoked"])
-def test_a_consul_outage_marks_the_registry_stale_and_loses_nothing(consul, registry, outage):
+def test_a_consul_outage_marks_the_registry_stale_and_loses_nothing(
+    consul, registry, outage, client, make_user
+):
     sync_registry(registry)
     before = rows()
     if outage == "500":
@@ -74,6 +77,10 @@ def test_a_consul_outage_marks_the_registry_stale_and_loses_nothing(consul, regi
     assert "t0ken" not in registry.last_error
     assert rows() == before  # every instance kept as it was, none DOWN
 
+    shown = _overview_row(client, make_user)
+    # The overview's registries table: its kind, its 2 services, stale; a viewer is not told why.
+    assert "consul Consul 2" in shown and "stale unreachable (admins see why)" in shown
+
     if outage == "down":
         return  # the fake cannot come back on the same port
     consul.fail_with(None)
@@ -81,6 +88,14 @@ def test_a_consul_outage_marks_the_registry_stale_and_loses_nothing(consul, regi
     sync_registry(registry)
     registry.refresh_from_db()
     assert (registry.stale, registry.last_error) == (False, "")
+
+
+def _overview_row(client, make_user) -> str:
+    client.force_login(make_user("vera", "viewer"))
+    html = client.get("/").content.decode()
+    row = re.search(r'<tr data-registry="consul">.*?</tr>', html, re.S)
+    assert row is not None
+    return " ".join(re.sub(r"<[^>]+>", " ", row.group(0)).split())
 
 
 def test_taking_a_local_instance_offline_puts_it_in_maintenance(consul, registry):
@@ -166,3 +181,15 @@ def _eventually(predicate, timeout: float = 5.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def test_a_pass_of_the_task_starts_the_watch_which_queues_the_next_pass(
+    consul, registry, fast_watch, monkeypatch
+):
+    queued = threading.Event()
+    monkeypatch.setattr(tasks.sync_one, "delay", lambda registry_id: queued.set())
+    tasks.sync_one(registry.pk)
+    assert Instance.objects.count() == 3  # the pass itself
+    assert _eventually(lambda: len(consul.requests_to("/v1/health/state/any")) >= 2)
+    consul.set_check("order-app", "critical")
+    assert queued.wait(5)
