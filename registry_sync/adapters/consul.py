@@ -112,16 +112,18 @@ class ConsulAdapter:
     # -- public API -------------------------------------------------------------------------
 
     def list_services(self) -> list[str]:
-        body, _index = self._read("/v1/catalog/services", "list services")
+        response = self._read("/v1/catalog/services", "list services")
+        body = self._http.json(response)
         if not isinstance(body, dict):
-            raise RegistryError(f"Consul answered an unexpected shape to list services: {body!r}")
+            raise self._http.error(response, "answered an unexpected shape to list services")
         return sorted(str(name) for name in body if name != CONSUL_SERVICE)
 
     def list_instances(self, service: str) -> list[RegistryInstance | SkippedInstance]:
         what = f"list instances of {service!r}"
-        body, _index = self._read(f"/v1/health/service/{quote(service, safe='')}", what)
+        response = self._read(f"/v1/health/service/{quote(service, safe='')}", what)
+        body = self._http.json(response)
         if not isinstance(body, list):
-            raise RegistryError(f"Consul answered an unexpected shape to {what}")
+            raise self._http.error(response, f"answered an unexpected shape to {what}")
         return [self._to_instance(entry, service) for entry in body]
 
     def set_enabled(self, instance: RegistryInstance, enabled: bool) -> None:
@@ -180,10 +182,10 @@ class ConsulAdapter:
     def _with_dc(self, params: dict[str, Any]) -> dict[str, Any]:
         return {**params, "dc": self.datacenter} if self.datacenter else params
 
-    def _read(self, path: str, what: str) -> tuple[Any, int]:
+    def _read(self, path: str, what: str) -> httpx.Response:
         response = self._http.send("GET", self._url(path), params=self._with_dc({}))
         self._check(response, what)
-        return self._http.json(response), _index_of(response)
+        return response
 
     def _check(self, response: httpx.Response, what: str) -> None:
         if not response.is_success:

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from registry_sync.adapters import ConsulAdapter, RegistryError, SkippedInstance
+from registry_sync.adapters import ConsulAdapter, RegistryError, SkippedInstance, build_adapter
 from registry_sync.adapters.consul import next_index
 from testing.fakes.consul_fake import FakeConsul
 
@@ -175,4 +175,16 @@ def test_an_outage_is_a_registry_error(consul):
     with pytest.raises(RegistryError) as refused:
         adapter.list_services()
     assert refused.value.status is None and "cannot connect to Consul" in str(refused.value)
+    adapter.close()
+
+
+def test_an_unexpected_answer_is_a_registry_error_and_build_adapter_makes_a_consul_one(consul):
+    adapter = build_adapter("consul", base_url=consul.url, datacenter="dc1", token="t")
+    assert isinstance(adapter, ConsulAdapter) and adapter.datacenter == "dc1"
+    consul.fail_with(200, json_body=["not", "a", "map"])
+    with pytest.raises(RegistryError, match="unexpected shape to list services"):
+        adapter.list_services()
+    consul.fail_with(200, json_body={"not": "a list"})
+    with pytest.raises(RegistryError, match="unexpected shape to list instances"):
+        adapter.list_instances("user-app")
     adapter.close()
