@@ -193,3 +193,11 @@ def test_a_pass_of_the_task_starts_the_watch_which_queues_the_next_pass(
     assert _eventually(lambda: len(consul.requests_to("/v1/health/state/any")) >= 2)
     consul.set_check("order-app", "critical")
     assert queued.wait(5)
+
+
+def test_a_large_consul_catalog_is_read_whole_with_threads_allowed(consul, registry):
+    for n in range(200):  # enough for read_registry to time one thread against several
+        consul.register(f"svc-{n}", f"10.2.{n // 250}.{n % 250}", 8080, meta={"version": "V1"})
+    summary = sync_registry(registry)
+    assert summary.added == 203 and summary.services_added == 202
+    assert Instance.objects.filter(state="UP").count() == 203
