@@ -469,6 +469,10 @@ def _reapply_offline(adapter, row: Instance) -> None:
         adapter.set_enabled(as_registry_instance(row), False)
     except RegistryError as exc:
         note = f"The registry shows it enabled; re-applying offline failed: {exc}"[:255]
+        if row.note == note:
+            # The same failure as last pass (a Consul instance of another node fails every
+            # time): noted and audited once, not at every pass.
+            return
     Instance.objects.filter(pk=row.pk).update(note=note[:255])
     audit_log.record(
         actor=SYNC_ACTOR,

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from audit.models import AuditEntry
 from registry_sync import consul_watch, tasks
 from registry_sync.models import Instance, Registry
 from registry_sync.services import take_offline
@@ -119,6 +120,9 @@ def test_an_instance_of_another_node_cannot_be_put_in_maintenance_and_the_operat
     assert row.offline_intent is True and row.state in {"DRAINING", "OFFLINE"}  # not routed
     assert "node-2" in row.note and "consul maint" in row.note
     assert not consul.in_maintenance("user-2", node="node-2")
+    sync_registry(registry)
+    sync_registry(registry)  # the same refusal again: noted and audited once
+    assert AuditEntry.objects.filter(action="instance.offline.reapplied").count() == 1
 
 
 def test_maintenance_set_in_consul_takes_the_instance_out_of_traffic(consul, registry):
