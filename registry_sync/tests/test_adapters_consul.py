@@ -111,6 +111,11 @@ def test_the_acl_token_is_sent_and_refusals_are_errors():
         with pytest.raises(RegistryError) as filtered:
             ConsulAdapter(consul.url).list_instances("user-app")
         assert "filtered" in str(filtered.value) and "node:read" in str(filtered.value)
+        instance = by_id(ConsulAdapter(consul.url, token="s3cret-token"), "user-app")
+        with pytest.raises(RegistryError) as denied:
+            ConsulAdapter(consul.url).set_enabled(instance["user-app@node-1"], False)
+        assert denied.value.status == 403 and "ACL token refused" in str(denied.value)
+        assert not consul.in_maintenance("user-app")
 
 
 def test_the_datacenter_is_asked_for(consul):

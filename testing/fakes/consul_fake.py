@@ -20,8 +20,8 @@ features/blocking, ACLs):
 * ``?dc=`` other than the agent's datacenter: 500 "No path to datacenter".
 * With ``token`` set, ACLs are on (default policy deny): ``X-Consul-Token`` must be that token.
   An unknown token gets 403 "ACL not found"; no token is the anonymous one, whose reads are
-  filtered to nothing (``X-Consul-Results-Filtered-By-ACLs: true``) and whose writes get 403
-  "Permission denied".
+  filtered to nothing (``X-Consul-Results-Filtered-By-ACLs: true``) and whose writes and agent
+  reads get 403 "Permission denied".
 * The outage switches are the base's (``fail_with``, ``delay``, ``stop``); ``fail_with`` also
   ends the queries that are blocked, with the failure.
 """
@@ -226,6 +226,10 @@ class FakeConsul(FakeHTTPServer):
         if request.method != "GET":
             return text_reply("method not allowed", 405)
         if path == "/v1/agent/self":
+            if anonymous:
+                return text_reply(
+                    "Permission denied: anonymous token lacks permission 'agent:read'", 403
+                )
             return json_reply(
                 {"Config": {"NodeName": self.agent_node, "Datacenter": self.datacenter}}
             )
