@@ -20,14 +20,16 @@ class RegistryForm(forms.ModelForm):
         required=False,
         max_length=MAX_TOKEN_LENGTH,
         widget=forms.PasswordInput(render_value=False),
-        help_text=f"Kubernetes: a bearer (service-account) token. {KEEP_STORED}",
+        help_text=f"Kubernetes: a bearer (service-account) token; Consul: the ACL token. "
+        f"{KEEP_STORED}",
     )
 
     class Meta:
         model = Registry
         fields = [
             "name", "kind", "base_url", "namespace", "group", "api_version", "username",
-            "password", "version_label", "token", "kubeconfig", "sync_interval", "enabled",
+            "password", "version_label", "token", "kubeconfig", "datacenter", "version_key",
+            "sync_interval", "enabled",
             "default_version",
         ]  # fmt: skip
 

@@ -8,6 +8,7 @@ from django.db import models
 from accounts.roles import ADMIN, has_role
 from accounts.secret_fields import MAX_PASSWORD_LENGTH, EncryptedTextField
 from registry_sync.adapters import DEFAULT_VERSION_LABEL
+from registry_sync.adapters.consul import DATACENTER
 from routing_engine.records import version_problem
 
 CREDENTIALS_IN_URL = "No credentials in the URL: put them in username/password."
@@ -20,6 +21,8 @@ K8S_LABEL_KEY = re.compile(
     r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z"
 )
+# Consul's own rule for Meta keys: letters, digits, _ and - (it allows 128; the column, 64).
+METADATA_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
 
 
 def validate_default_version(value: str) -> None:
@@ -58,6 +61,16 @@ def kubernetes_problems(
     return problems
 
 
+def validate_datacenter(value: str) -> None:
+    if value and not DATACENTER.match(value):
+        raise ValidationError("Letters, digits, - and _ only (at most 64).")
+
+
+def validate_version_key(value: str) -> None:
+    if not METADATA_KEY.match(value):
+        raise ValidationError("1-64 letters, digits, _ and - (a Consul Meta key).")
+
+
 def url_has_credentials(url: str) -> bool:
     """`http://user:pass@host/`: a password there would be shown wherever the URL is."""
     try:
@@ -67,12 +80,19 @@ def url_has_credentials(url: str) -> bool:
 
 
 class Registry(models.Model):
-    EMBEDDED, NACOS, EUREKA, KUBERNETES = "embedded", "nacos", "eureka", "kubernetes"
+    EMBEDDED, NACOS, EUREKA, KUBERNETES, CONSUL = (
+        "embedded",
+        "nacos",
+        "eureka",
+        "kubernetes",
+        "consul",
+    )
     KINDS = [
         (EMBEDDED, "Embedded (Nacos 1.x API served by Graylane)"),
         (NACOS, "Nacos"),
         (EUREKA, "Eureka"),
         (KUBERNETES, "Kubernetes (EndpointSlices)"),
+        (CONSUL, "Consul"),
     ]
     API_VERSIONS = [
         ("auto", "Detect"),
@@ -84,8 +104,9 @@ class Registry(models.Model):
     kind = models.CharField(max_length=10, choices=KINDS, default=EMBEDDED)
     base_url = models.URLField(
         blank=True,
-        help_text="e.g. http://127.0.0.1:8848/nacos; Kubernetes: the API server "
-        "(empty: the kubeconfig's, else the cluster Graylane runs in)",
+        help_text="e.g. http://127.0.0.1:8848/nacos, http://127.0.0.1:8761/eureka, a Consul "
+        "agent's address (http://127.0.0.1:8500); Kubernetes: the API server (empty: the "
+        "kubeconfig's, else the cluster Graylane runs in)",
     )
     namespace = models.CharField(
         max_length=128,
@@ -108,13 +129,28 @@ class Registry(models.Model):
     token = EncryptedTextField(
         max_length=MAX_TOKEN_LENGTH,
         blank=True,
-        help_text="Kubernetes: a bearer (service-account) token for the API server.",
+        help_text="Kubernetes: a bearer (service-account) token for the API server. Consul: "
+        "the ACL token.",
     )
     kubeconfig = models.CharField(
         max_length=1024,
         blank=True,
         help_text="Kubernetes, without a token: the path of a kubeconfig file on the Graylane "
         "host (its current context). Neither: the service account Graylane runs as.",
+    )
+    # Consul's (registry_sync/adapters/consul.py).
+    datacenter = models.CharField(
+        max_length=64,
+        blank=True,
+        validators=[validate_datacenter],
+        help_text="Consul: the datacenter to read (empty: the agent's own).",
+    )
+    version_key = models.CharField(
+        max_length=64,
+        default="version",
+        blank=True,
+        validators=[validate_version_key],
+        help_text="Consul: the Service.Meta key holding an instance's version (empty: version).",
     )
     default_version = models.CharField(
         max_length=64,

@@ -32,6 +32,8 @@ def adapter_for(registry: Registry) -> RegistryAdapter:
         version_label=registry.version_label,
         token=registry.token,
         kubeconfig=registry.kubeconfig,
+        datacenter=registry.datacenter,
+        version_key=registry.version_key,
         timeout=settings.REGISTRY_TIMEOUT,
         policy=settings.OUTBOUND_POLICY,
     )

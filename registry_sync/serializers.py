@@ -76,7 +76,8 @@ class RegistrySerializer(serializers.ModelSerializer):
         allow_blank=True,
         max_length=MAX_TOKEN_LENGTH,
         style={"input_type": "password"},
-        help_text="Kubernetes: a bearer token (write-only, stored encrypted).",
+        help_text="Kubernetes: a bearer token; Consul: the ACL token (write-only, stored "
+        "encrypted).",
     )
     has_token = serializers.SerializerMethodField()
     last_error = serializers.SerializerMethodField()
@@ -98,6 +99,8 @@ class RegistrySerializer(serializers.ModelSerializer):
             "token",
             "has_token",
             "kubeconfig",
+            "datacenter",
+            "version_key",
             "sync_interval",
             "enabled",
             "default_version",
@@ -142,8 +145,10 @@ class RegistrySerializer(serializers.ModelSerializer):
             return attrs.get(name, getattr(self.instance, name, default))
 
         kind = value("kind", Registry.EMBEDDED)
-        if kind in (Registry.NACOS, Registry.EUREKA) and not value("base_url"):
-            raise serializers.ValidationError({"base_url": ["Required for Nacos and Eureka."]})
+        if kind in (Registry.NACOS, Registry.EUREKA, Registry.CONSUL) and not value("base_url"):
+            raise serializers.ValidationError(
+                {"base_url": ["Required for Nacos, Eureka and Consul."]}
+            )
         if kind == Registry.KUBERNETES:
             if self.instance is None and "namespace" not in attrs:
                 attrs["namespace"] = "default"  # Kubernetes' own default, not Nacos' "public"

@@ -104,7 +104,7 @@ def _set_intent(instance_pk: int, *, offline: bool, actor: str, source: str) -> 
 
 REGISTRY_AUDITED_FIELDS = [
     "kind", "base_url", "namespace", "group", "api_version", "username", "sync_interval",
-    "enabled", "default_version", "version_label", "kubeconfig",
+    "enabled", "default_version", "version_label", "kubeconfig", "datacenter", "version_key",
 ]  # fmt: skip
 REGISTRY_SECRETS = ("password", "token")  # audited as has_/_changed, never their values
 

@@ -21,6 +21,7 @@ from django.utils import timezone
 from audit import log as audit_log
 from registry_sync import announcements
 from registry_sync.adapters import (
+    ConsulAdapter,
     NacosAdapter,
     RegistryAdapter,
     RegistryError,
@@ -167,7 +168,10 @@ def _read_workers(adapter: RegistryAdapter) -> int:
     """Threads for ``read_registry``: only for adapters known to be safe to share. The Nacos
     adapter's token refresh (``_auth_params`` / the 403 retry in ``_call``) is not
     thread-safe, so a Nacos registry with credentials is read in one thread; the embedded
-    adapter uses the ORM (one connection per thread) and Eureka reads one snapshot."""
+    adapter uses the ORM (one connection per thread) and Eureka reads one snapshot. The
+    Consul adapter keeps no state between reads (its token is a fixed header)."""
+    if isinstance(adapter, ConsulAdapter):
+        return READ_WORKERS
     if isinstance(adapter, NacosAdapter) and not adapter.username:
         return READ_WORKERS
     return 1
@@ -470,6 +474,10 @@ def _reapply_offline(adapter, row: Instance) -> None:
         adapter.set_enabled(as_registry_instance(row), False)
     except RegistryError as exc:
         note = f"The registry shows it enabled; re-applying offline failed: {exc}"[:255]
+        if row.note == note:
+            # The same failure as last pass (a Consul instance of another node fails every
+            # time): noted and audited once, not at every pass.
+            return
     Instance.objects.filter(pk=row.pk).update(note=note[:255])
     audit_log.record(
         actor=SYNC_ACTOR,

@@ -3,7 +3,7 @@ import logging
 from celery import shared_task
 from django.utils import timezone
 
-from registry_sync import draining
+from registry_sync import consul_watch, draining
 from registry_sync.models import Registry
 from registry_sync.sync import SyncFailed, acquire_lease, release_lease, sync_registry
 
@@ -23,6 +23,8 @@ def sync_one(registry_id: int) -> None:
         pass  # already recorded on the registry as stale; the next run retries
     finally:
         release_lease(registry)
+    if registry.kind == Registry.CONSUL:
+        consul_watch.keep_watching(registry, lambda: sync_one.delay(registry_id))
 
 
 @shared_task(ignore_result=True)

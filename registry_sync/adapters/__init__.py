@@ -1,4 +1,5 @@
-"""Registry adapters (plain Python, no Django): Nacos and Eureka behind one small interface."""
+"""Registry adapters (plain Python, no Django): Nacos, Eureka, Kubernetes and Consul behind one
+small interface."""
 
 import outbound
 
@@ -12,12 +13,14 @@ from .base import (
     RegistryInstance,
     SkippedInstance,
 )
+from .consul import ConsulAdapter
 from .eureka import EurekaAdapter
 from .kubernetes import DEFAULT_VERSION_LABEL, KubernetesAdapter
 from .nacos import NacosAdapter
 
 __all__ = [
     "ADAPTER_KINDS",
+    "ConsulAdapter",
     "DEFAULT_VERSION_LABEL",
     "TERMINATING",
     "EurekaAdapter",
@@ -43,16 +46,19 @@ def build_adapter(
     version_label: str = DEFAULT_VERSION_LABEL,
     token: str = "",
     kubeconfig: str = "",
+    datacenter: str = "",
+    version_key: str = "version",
     timeout: float = 3.0,
     policy: outbound.Policy = outbound.DEFAULT_POLICY,
 ) -> RegistryAdapter:
-    """Build the adapter for a registry ``kind`` ("nacos", "eureka" or "kubernetes").
+    """Build the adapter for a registry ``kind`` ("nacos", "eureka", "kubernetes" or "consul").
 
     ``namespace``, ``group`` and ``api_version`` only mean something for Nacos; Eureka ignores
     them. ``username``/``password`` are Nacos login credentials, or HTTP basic auth for Eureka.
     Kubernetes reads the comma-separated namespaces in ``namespace``, the version from the
     Pods' label ``version_label``, and signs in with ``token``, else ``kubeconfig`` (a file),
-    else the service account it runs as.
+    else the service account it runs as. Consul reads ``datacenter``, sends ``token`` as its
+    ACL token and takes the version from the Meta key ``version_key``.
     ``policy``: where the adapter may connect (outbound/policy.py).
     Raises ``ValueError`` for an unknown kind or api_version (a configuration error, not a
     registry failure). No network traffic happens here.
@@ -80,6 +86,15 @@ def build_adapter(
             version_label=version_label,
             token=token,
             kubeconfig=kubeconfig,
+            timeout=timeout,
+            policy=policy,
+        )
+    if normalized == "consul":
+        return ConsulAdapter(
+            base_url,
+            datacenter=datacenter,
+            token=token,
+            version_key=version_key,
             timeout=timeout,
             policy=policy,
         )

@@ -90,4 +90,4 @@ class RegistryAdapter(Protocol):
     def close(self) -> None: ...
 
 
-ADAPTER_KINDS = ("nacos", "eureka", "kubernetes")
+ADAPTER_KINDS = ("nacos", "eureka", "kubernetes", "consul")

@@ -47,7 +47,7 @@ class HttpTransport:
         policy: outbound.Policy = outbound.DEFAULT_POLICY,
         verify: ssl.SSLContext | bool = True,
     ):
-        self.registry = registry  # "Nacos" / "Eureka", used in messages
+        self.registry = registry  # "Nacos" / "Eureka" / "Consul", used in messages
         self.timeout = timeout
         self.client = policy.client(
             verify=verify,
@@ -64,9 +64,13 @@ class HttpTransport:
         *,
         params: Mapping[str, Any] | None = None,
         data: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> httpx.Response:
-        with self._failures(method, url, params):
-            return self.client.request(method, url, params=params, data=data)
+        """``timeout``: for this request instead of the client's (a blocking query waits
+        longer than any other call should)."""
+        limit = self.timeout if timeout is None else timeout
+        with self._failures(method, url, params, limit):
+            return self.client.request(method, url, params=params, data=data, timeout=limit)
 
     @contextmanager
     def stream(
@@ -75,20 +79,22 @@ class HttpTransport:
         """``send``, with the body read as it arrives (a Kubernetes watch), failures below
         HTTP while reading it included."""
         with (
-            self._failures(method, url, params),
+            self._failures(method, url, params, self.timeout),
             self.client.stream(method, url, params=params) as response,
         ):
             yield response
 
     @contextmanager
-    def _failures(self, method: str, url: str, params: Mapping[str, Any] | None) -> Iterator[None]:
+    def _failures(
+        self, method: str, url: str, params: Mapping[str, Any] | None, limit: float
+    ) -> Iterator[None]:
         """Every failure below HTTP as a RegistryError naming the request (secrets hidden)."""
         shown = redact_url(httpx.URL(url, params=dict(params or {})))
         try:
             yield
         except httpx.TimeoutException as exc:
             raise RegistryError(
-                f"{self.registry} did not answer within {self.timeout:g}s: {method} {shown} "
+                f"{self.registry} did not answer within {limit:g}s: {method} {shown} "
                 f"({type(exc).__name__})",
                 url=shown,
             ) from exc

@@ -433,7 +433,7 @@ def test_build_adapter():
     finally:
         adapter.close()
     with pytest.raises(ValueError, match="unknown registry kind"):
-        build_adapter("consul", base_url="http://127.0.0.1:8500")
+        build_adapter("zookeeper", base_url="http://127.0.0.1:2181")
     with pytest.raises(ValueError, match="api_version"):
         build_adapter("nacos", base_url="http://127.0.0.1:8848/nacos", api_version="v2")
 

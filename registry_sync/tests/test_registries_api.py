@@ -5,6 +5,7 @@ import json
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import connection
 
 from accounts.secret_fields import MAX_PASSWORD_LENGTH
 from audit.models import AuditEntry
@@ -116,3 +117,59 @@ def test_a_password_too_long_is_a_field_error_and_a_long_one_is_kept(api):
     patched = admin.patch(url, {"password": "q" * (limit + 1)}, format="json")
     assert patched.status_code == 400 and list(patched.json()) == ["password"]
     assert Registry.objects.get(name="prod-nacos").password == "p" * limit
+
+
+CONSUL = {"name": "prod-consul", "kind": "consul", "base_url": "http://127.0.0.1:8500",
+          "datacenter": "dc1", "token": "acl-s3cret", "version_key": "release"}  # fmt: skip
+
+
+def test_a_consul_registry_through_the_api_keeps_its_acl_token_write_only_and_encrypted(api):
+    admin = api("admin", username="ada")
+    created = admin.post("/api/v1/registries/", CONSUL, format="json")
+    assert created.status_code == 201, created.json()
+    body = created.json()
+    assert (body["kind"], body["datacenter"], body["version_key"]) == ("consul", "dc1", "release")
+    assert "token" not in body and body["has_token"] is True
+    assert "acl-s3cret" not in created.content.decode()
+    listed = admin.get("/api/v1/registries/").content.decode()
+    assert "prod-consul" in listed and "acl-s3cret" not in listed
+    registry = Registry.objects.get(name="prod-consul")
+    assert registry.token == "acl-s3cret"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT token FROM registry_sync_registry WHERE id = %s", [registry.pk])
+        assert "acl-s3cret" not in cursor.fetchone()[0]
+    admin.patch(f"/api/v1/registries/{body['id']}/", {"token": "n3w"}, format="json")
+    update = AuditEntry.objects.filter(action="registry.update").get()
+    assert update.after["token_changed"] is True and "n3w" not in json.dumps(update.after)
+    assert "acl-s3cret" not in json.dumps(AuditEntry.objects.get(action="registry.create").after)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("datacenter", "eu west"), ("version_key", "app.version"), ("base_url", "")],
+)
+def test_a_bad_consul_registry_is_400_with_the_field_and_nothing_is_stored(api, field, value):
+    response = api("admin").post("/api/v1/registries/", {**CONSUL, field: value}, format="json")
+    assert response.status_code == 400
+    assert list(response.json()) == [field]
+    assert not Registry.objects.filter(name="prod-consul").exists()
+
+
+def test_the_admin_form_keeps_the_consul_token_when_left_empty(client, make_user):
+    user = make_user("root")
+    user.is_staff = user.is_superuser = True
+    user.save()
+    client.force_login(user)
+    form = {"name": "consul", "kind": "consul", "base_url": "http://127.0.0.1:8500",
+            "namespace": "", "group": "", "api_version": "auto", "username": "",
+            "password": "", "datacenter": "dc1", "token": "acl-s3cret", "version_key": "",
+            "sync_interval": "5.0", "enabled": "on"}  # fmt: skip
+    assert client.post("/admin/registry_sync/registry/add/", form).status_code == 302
+    registry = Registry.objects.get(name="consul")
+    page = client.get(f"/admin/registry_sync/registry/{registry.pk}/change/").content.decode()
+    assert "acl-s3cret" not in page
+    edited = {**form, "token": "", "datacenter": "dc2"}
+    path = f"/admin/registry_sync/registry/{registry.pk}/change/"
+    assert client.post(path, edited).status_code == 302
+    registry.refresh_from_db()
+    assert (registry.token, registry.datacenter) == ("acl-s3cret", "dc2")
