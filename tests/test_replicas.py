@@ -22,6 +22,7 @@ import websockets
 from django.conf import settings
 from django.db import connection
 
+from testing.agent_lab import engines, start_agent
 from testing.gateway_lab import auth
 from testing.processes import BASE_DIR, AsgiServer, CeleryWorker, database_url, django_env
 from testing.waiting import wait_until
@@ -50,6 +51,13 @@ def replicas(django_db_setup, django_db_blocker):
 def server(replicas):
     """The lab's dashboard (where it registers instances and changes the policy): A."""
     return replicas[0]
+
+
+@pytest.fixture
+def versions(lab):
+    """user-app at V1 and V2, registered as persistent instances: ephemeral ones, which
+    send no heartbeats here, would leave traffic 15 s on (Nacos' health timeout)."""
+    return fleet_with(lab, "ok")
 
 
 def login(base_url: str, env: dict[str, str], username: str) -> str:
@@ -82,7 +90,7 @@ def sent_every_sample(gateway) -> bool:
 
 
 def test_a_publish_on_one_replica_reaches_a_gateway_polling_the_other_within_a_second(
-    lab, two_versions, replicas
+    lab, versions, replicas
 ):
     _, b, _ = replicas
     gateway = lab.start_gateway(dashboard=b.url)
@@ -101,7 +109,7 @@ def test_a_publish_on_one_replica_reaches_a_gateway_polling_the_other_within_a_s
 
 
 def test_a_websocket_on_one_replica_sees_the_figures_of_samples_posted_to_the_other(
-    lab, two_versions, replicas, make_user
+    lab, versions, replicas, make_user
 ):
     a, b, env = replicas
     make_user("vera", "viewer")
@@ -132,7 +140,7 @@ def test_a_websocket_on_one_replica_sees_the_figures_of_samples_posted_to_the_ot
 
 
 def test_an_impact_preview_on_one_replica_reads_the_requests_sampled_to_the_other(
-    lab, two_versions, replicas
+    lab, versions, replicas
 ):
     _, b, _ = replicas
     gateway = lab.start_gateway("--sample-rate", "1", dashboard=b.url)
@@ -180,18 +188,30 @@ def test_a_releases_analysis_runs_once_per_window_with_two_replicas(lab, replica
     assert all(end <= start for (_, end), (start, _) in zip(ordered, ordered[1:], strict=False))
 
 
-@pytest.mark.parametrize("end", ["kill", "stop"])
+@pytest.mark.parametrize(
+    ("kind", "end"),
+    [
+        ("python", "kill"),
+        ("python", "stop"),
+        *(pytest.param(engine.values[0], "kill", marks=engine.marks) for engine in engines()),
+    ],
+)
 def test_a_gateway_fails_over_when_the_replica_it_polls_is_killed_or_stopped(
-    lab, two_versions, replicas, end
+    lab, versions, replicas, kind, end
 ):
-    """`kill`: SIGKILL, the machine lost; `stop`: SIGTERM, a replica stopped for an upgrade
-    (uvicorn closes the open long polls after its graceful timeout)."""
+    """The Python gateway, and the agent driving each engine. `kill`: SIGKILL, the machine
+    lost; `stop`: SIGTERM, a replica stopped for an upgrade (uvicorn closes the open long
+    polls after its graceful timeout)."""
     a, b, env = replicas
     with AsgiServer(env) as doomed:
-        gateway = lab.start_gateway(
-            "--poll-wait", str(POLL_WAIT), dashboard=f"{doomed.url},{b.url}"
-        )
-        wait_until(lambda: lab.gateway_row("gw-test")["status"] == "in_sync", what="the first ack")
+        extra, dashboards = ("--poll-wait", str(POLL_WAIT)), f"{doomed.url},{b.url}"
+        if kind == "python":
+            gateway = lab.start_gateway(*extra, dashboard=dashboards)
+            name = "gw-test"
+        else:
+            gateway = start_agent(lab, kind, *extra, dashboard=dashboards)
+            name = "gw-agent"
+        wait_until(lambda: lab.gateway_row(name)["status"] == "in_sync", what="the first ack")
         with Traffic(gateway) as traffic:
             time.sleep(0.5)  # requests under way, and the gateway's poll waiting on `doomed`
             before = gateway.generation()
@@ -206,12 +226,12 @@ def test_a_gateway_fails_over_when_the_replica_it_polls_is_killed_or_stopped(
             )
             delay = time.monotonic() - published
             wait_until(
-                lambda: lab.gateway_row("gw-test")["status"] == "in_sync",
+                lambda: lab.gateway_row(name)["status"] == "in_sync",
                 what="its ack, through B",
             )
             time.sleep(0.5)
     answered = sum(count for status, count in traffic.statuses.items() if status == 200)
-    print(f"failover ({end}): next generation {delay:.3f} s after the publish; {traffic.statuses}")
+    print(f"failover ({kind}, {end}): next generation {delay:.3f} s after; {traffic.statuses}")
     assert answered > 0 and set(traffic.statuses) == {200}, traffic.statuses
     answer = httpx.get(gateway.url + "/user-app/hello", headers={"X-User-No": "after-the-kill"})
     assert answer.json()["version"] == "V2"
