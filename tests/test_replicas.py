@@ -1,9 +1,10 @@
 """The production topology of docs/deploy.md with real processes: two dashboard replicas
 (uvicorn serving graylane.asgi) on one PostgreSQL (the test database) and one Redis, one
-Celery worker running beat, and Python gateways. What one replica takes in, the other
-serves: a publish, live figures, sampled requests; the release analysis runs once per
-window whichever replica the gateways report to; and a gateway given both replicas keeps
-its generations coming, and its clients answered, when the replica it polls is killed."""
+Celery worker running beat, and gateways. What one replica takes in, the other serves: a
+publish, live figures, sampled requests; the release analysis runs once per window
+whichever replica the gateways report to; and a gateway (the Python one, or the agent with
+each engine) given several replicas keeps its generations coming, and its clients
+answered, when the replica it polls is killed or stopped."""
 
 import asyncio
 import json
