@@ -8,6 +8,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from dataplane.dashboards import dashboard_urls
 from routing_engine import parse_networks
 
 
@@ -26,6 +27,13 @@ def env_option(parser: argparse.ArgumentParser, environ: Mapping[str, str]) -> C
         )
 
     return option
+
+
+def urls(value: str) -> tuple[str, ...]:
+    try:
+        return dashboard_urls(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def listen(value: str) -> tuple[str, int]:
@@ -62,7 +70,14 @@ def boolean(value: str) -> bool:
 def gateway_options(option: Callable[..., None], listen_help: str) -> None:
     """The options every gateway has, the Python gateway and the agent alike: how it reaches
     the dashboard, where it serves, its cache file, who its callers are, and its reports."""
-    option("--dashboard", "GATEWAY_DASHBOARD", "the dashboard's base URL", required=True)
+    option(
+        "--dashboard",
+        "GATEWAY_DASHBOARD",
+        "the dashboard's base URL; several (its replicas), comma-separated, are tried in "
+        "turn when one cannot be reached or answers 5xx",
+        required=True,
+        type=urls,
+    )
     option(
         "--token",
         "GATEWAY_TOKEN",

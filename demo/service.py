@@ -196,7 +196,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--downstream", help="service whose /hello this one calls")
     parser.add_argument("--prod-version", default="V1")
     parser.add_argument("--gray-version", default="V2")
-    parser.add_argument("--dashboard", help="where lifecycle events go (default: --registry's)")
+    parser.add_argument(
+        "--dashboard",
+        help="where lifecycle events and call edges go: a URL, or several comma-separated, "
+        "tried in turn (default: --registry's)",
+    )
     parser.add_argument("--drain-s", type=float, default=DEFAULT_DRAIN_S)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")

@@ -40,11 +40,18 @@ def engines():
     ]
 
 
-def start_agent(lab: Lab, engine: str, *extra: str, name: str = "gw-agent") -> AgentProcess:
+def start_agent(
+    lab: Lab, engine: str, *extra: str, name: str = "gw-agent", dashboard: str = ""
+) -> AgentProcess:
+    """`dashboard`: its --dashboard (default: the lab's dashboard)."""
     if name not in lab.tokens:
         lab.tokens[name] = lab.make_gateway(name)[1]
     agent = AgentProcess(
-        engine, lab.dashboard.url, lab.tokens[name], lab.tmp_path / f"{name}.json", *extra
+        engine,
+        dashboard or lab.dashboard.url,
+        lab.tokens[name],
+        lab.tmp_path / f"{name}.json",
+        *extra,
     )
     agent.start()
     lab.gateways.append(agent)

@@ -258,12 +258,19 @@ class Lab:
         )
         return next(row for row in response.json()["results"] if row["name"] == name)
 
-    def start_gateway(self, *extra: str, name: str = "gw-test", port: int = 0) -> GatewayProcess:
-        """A started gateway process; its token is made on the first use of `name`."""
+    def start_gateway(
+        self, *extra: str, name: str = "gw-test", port: int = 0, dashboard: str = ""
+    ) -> GatewayProcess:
+        """A started gateway process; its token is made on the first use of `name`.
+        `dashboard`: its --dashboard (default: the lab's dashboard)."""
         if name not in self.tokens:
             self.tokens[name] = self.make_gateway(name)[1]
         gateway = GatewayProcess(
-            self.dashboard.url, self.tokens[name], self.tmp_path / f"{name}.json", *extra, port=port
+            dashboard or self.dashboard.url,
+            self.tokens[name],
+            self.tmp_path / f"{name}.json",
+            *extra,
+            port=port,
         )
         gateway.start()
         self.gateways.append(gateway)

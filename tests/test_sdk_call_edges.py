@@ -107,7 +107,10 @@ def test_counts_a_post_could_not_deliver_are_sent_the_next_time_within_the_bound
         reporter.count("stock-app", "V2", "gray", error=True)
         reporter.count("stock-app", "V9", "gray", error=True)  # a third edge: over the bound
         assert not await reporter.send()
-        reporter.url = dashboard.url + "/api/v1/call-edges/"
+        # The dashboard answers from now on (elsewhere: a new client for its URL).
+        assert reporter._http is not None
+        await reporter._http.aclose()
+        reporter._http, reporter.dashboards = None, (dashboard.url,)
         await reporter.aclose()  # the kept counts go with the last post
         return reporter
 

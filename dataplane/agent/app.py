@@ -15,7 +15,8 @@ from dataplane.agent.nginx_config import LUA_MISSING, missing_modules
 from dataplane.agent.options import Options
 from dataplane.agent.samples import sample_log_tail
 from dataplane.agent.site import Site
-from dataplane.gateway.config_client import ConfigClient, dashboard_client
+from dataplane.dashboards import dashboard_client
+from dataplane.gateway.config_client import ConfigClient
 from dataplane.gateway.metrics import Metrics
 from dataplane.gateway.reporter import Reporter
 from dataplane.gateway.sampling import Sampler
@@ -62,7 +63,7 @@ async def serve(options: Options) -> None:
     sampler = Sampler(1.0, options.sample_cap) if sampling(options) else None
     if sampler is not None:
         tails.append(sample_log_tail(engine.site.sample_log, sampler))
-    async with dashboard_client(options.dashboard, options.token) as client:
+    async with dashboard_client(options.dashboards, options.token) as client:
         config = ConfigClient(
             client=client,
             cache_file=options.cache_file,
@@ -82,13 +83,13 @@ async def serve(options: Options) -> None:
             sampler=sampler,
         )
         log.info(
-            "Agent for %s %s on %s:%d (config in %s, dashboard %s)",
+            "Agent for %s %s on %s:%d (config in %s, dashboards %s)",
             engine.kind,
             engine.version,
             options.host,
             options.port,
             options.workdir,
-            options.dashboard,
+            ", ".join(options.dashboards),
         )
         stop = asyncio.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):

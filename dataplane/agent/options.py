@@ -18,7 +18,7 @@ ENGINES = ("envoy", "nginx")
 @dataclass(frozen=True)
 class Options:
     engine: str
-    dashboard: str
+    dashboards: tuple[str, ...]
     token: str
     host: str
     port: int
@@ -105,7 +105,7 @@ def parse(argv: list[str] | None = None, environ=os.environ) -> Options:
     )
     return Options(
         engine=args.engine,
-        dashboard=args.dashboard.rstrip("/"),
+        dashboards=args.dashboard,
         token=args.token,
         host=host,
         port=port,

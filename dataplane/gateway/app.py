@@ -10,7 +10,8 @@ import logging
 import platform
 import signal
 
-from dataplane.gateway.config_client import ConfigClient, dashboard_client
+from dataplane.dashboards import dashboard_client
+from dataplane.gateway.config_client import ConfigClient
 from dataplane.gateway.heap import keep_giving_back_free_heap
 from dataplane.gateway.metrics import Metrics
 from dataplane.gateway.options import Options
@@ -80,7 +81,7 @@ async def serve(options: Options) -> None:
         # still freed, by reference counting.
         gc.freeze()
 
-    async with dashboard_client(options.dashboard, options.token) as client:
+    async with dashboard_client(options.dashboards, options.token) as client:
         config = ConfigClient(
             client=client,
             cache_file=options.cache_file,
@@ -109,10 +110,10 @@ async def serve(options: Options) -> None:
             backlog=1024,
         )
         log.info(
-            "Gateway listening on http://%s:%d/ (dashboard %s)",
+            "Gateway listening on http://%s:%d/ (dashboards %s)",
             options.host,
             options.port,
-            options.dashboard,
+            ", ".join(options.dashboards),
         )
         stop = asyncio.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):

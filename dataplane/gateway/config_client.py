@@ -8,7 +8,9 @@ per generation, and fail static.
 * An applied one replaces the table, is written to the cache file (atomically: a temporary
   file renamed over it) and acked.
 * While the dashboard cannot be reached the gateway keeps its table, and it starts from
-  the cache file when the dashboard is down at its own start.
+  the cache file when the dashboard is down at its own start. Given several dashboard
+  URLs, its client (dataplane/dashboards.py) sends a poll or ack that one cannot answer
+  to the next, so a replica going away costs a re-sent poll, not the generations after.
 """
 
 from __future__ import annotations
@@ -48,13 +50,6 @@ def write_atomically(path: Path, data: bytes) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-
-
-def dashboard_client(dashboard: str, token: str) -> httpx.AsyncClient:
-    """The HTTP client a gateway (or the agent) calls its dashboard with, as itself."""
-    return httpx.AsyncClient(
-        base_url=dashboard, headers={"Authorization": f"Token {token}"}, timeout=5.0
-    )
 
 
 class ConfigClient:

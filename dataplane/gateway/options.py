@@ -28,7 +28,7 @@ def count(value: str) -> int:
 
 @dataclass(frozen=True)
 class Options:
-    dashboard: str
+    dashboards: tuple[str, ...]
     token: str
     host: str
     port: int
@@ -133,7 +133,7 @@ def parse(argv: list[str] | None = None, environ=os.environ) -> Options:
     host, port = args.listen
 
     return Options(
-        dashboard=args.dashboard.rstrip("/"),
+        dashboards=args.dashboard,
         token=args.token,
         host=host,
         port=port,

@@ -12,7 +12,8 @@ counts every `interval_s`. At most `max_edges` (edge, minute) counts are held: a
 would need one more is not counted (`dropped` says how many calls were lost so). A post that
 fails (the dashboard down, or answering 5xx) keeps its counts for the next one, the oldest
 minutes given up first beyond `max_edges`; one the dashboard refuses (4xx) is dropped, since
-sending it again cannot help.
+sending it again cannot help. `dashboard`: its URL, or several (comma-separated or a list),
+tried in turn (dataplane/dashboards.py).
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 
 import httpx
+
+from dataplane.dashboards import dashboard_client, dashboard_urls
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +41,7 @@ Key = tuple[int, str, str, str | None]
 class CallEdgeReporter:
     def __init__(
         self,
-        dashboard: str,
+        dashboard: str | Sequence[str],
         token: str,
         *,
         service: str,
@@ -46,12 +50,11 @@ class CallEdgeReporter:
         max_edges: int = DEFAULT_MAX_EDGES,
         timeout: float = 2.0,
     ):
-        self.url = dashboard.rstrip("/") + CALL_EDGES_PATH
+        self.dashboards, self._token = dashboard_urls(dashboard), token
         self.service, self.version = service, version
         self.interval_s = interval_s
         self.max_edges = max_edges
         self.dropped = 0  # calls not counted, or whose counts were given up
-        self._headers = {"Authorization": f"Token {token}"}
         self._timeout = timeout
         self._counts: dict[Key, list[int]] = {}
         self._task: asyncio.Task | None = None
@@ -96,11 +99,9 @@ class CallEdgeReporter:
             for (minute, callee, callee_version, lane), (total, errors) in taken.items()
         ]
         if self._http is None:
-            self._http = httpx.AsyncClient(timeout=self._timeout)
+            self._http = dashboard_client(self.dashboards, self._token, self._timeout)
         try:
-            response = await self._http.post(
-                self.url, json={"samples": samples}, headers=self._headers
-            )
+            response = await self._http.post(CALL_EDGES_PATH, json={"samples": samples})
         except httpx.HTTPError as exc:
             log.warning("call edges not reported, kept for the next time: %r", exc)
             self._keep(taken)

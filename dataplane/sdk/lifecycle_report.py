@@ -3,17 +3,21 @@ service or gateway token) in the order they happened.
 
 Sending never holds the instance up: events queue in memory and a background task posts
 them; a dashboard that is down costs a warning per event, not a slower start or a stuck
-shutdown (`flush` waits a bounded time at exit).
+shutdown (`flush` waits a bounded time at exit). `dashboard`: its URL, or several
+(comma-separated or a list), tried in turn (dataplane/dashboards.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+
+from dataplane.dashboards import dashboard_client, dashboard_urls
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +31,17 @@ def utc_now() -> str:
 
 class LifecycleReporter:
     def __init__(
-        self, dashboard: str, token: str, *, service: str, host: str, port: int, timeout=2.0
+        self,
+        dashboard: str | Sequence[str],
+        token: str,
+        *,
+        service: str,
+        host: str,
+        port: int,
+        timeout=2.0,
     ):
-        self.url = dashboard.rstrip("/") + LIFECYCLE_PATH
+        self.dashboards, self._token = dashboard_urls(dashboard), token
         self.service, self.host, self.port = service, host, port
-        self._headers = {"Authorization": f"Token {token}"}
         self._timeout = timeout
         self._queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self._task: asyncio.Task | None = None
@@ -52,10 +62,10 @@ class LifecycleReporter:
         self._queue.put_nowait(body)
 
     async def _send_all(self) -> None:
-        async with httpx.AsyncClient(timeout=self._timeout) as client:
+        async with dashboard_client(self.dashboards, self._token, self._timeout) as client:
             while (body := await self._queue.get()) is not None:
                 try:
-                    response = await client.post(self.url, json=body, headers=self._headers)
+                    response = await client.post(LIFECYCLE_PATH, json=body)
                 except httpx.HTTPError as exc:
                     log.warning("lifecycle %s not reported: %r", body["event"], exc)
                     continue

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from dataplane.dashboards import dashboard_client
+
 REPLAY_PATH = "/api/v1/traffic-samples/replay/"
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 MAX_SAMPLES = 1000  # the most the dashboard answers at once
@@ -33,9 +35,10 @@ class SamplesUnavailable(Exception):
 
 @dataclass(frozen=True)
 class SampleSource:
-    """Up to `limit` recent sampled requests of the service, from `dashboard` with `token`."""
+    """Up to `limit` recent sampled requests of the service, from `dashboard` (its URL, or
+    several, comma-separated or a list: dataplane/dashboards.py) with `token`."""
 
-    dashboard: str
+    dashboard: str | Sequence[str]
     token: str
     limit: int = 100
     timeout_s: float = 5.0
@@ -43,12 +46,10 @@ class SampleSource:
     async def fetch(self, service: str) -> list[WarmupRequest]:
         """Newest first, one of each method and path before the others; empty when the
         window holds none."""
-        url = self.dashboard.rstrip("/") + REPLAY_PATH
         params: dict[str, str | int] = {"service": service, "limit": self.limit}
-        headers = {"Authorization": f"Token {self.token}"}
         try:
-            async with httpx.AsyncClient(timeout=self.timeout_s) as client:
-                response = await client.get(url, params=params, headers=headers)
+            async with dashboard_client(self.dashboard, self.token, self.timeout_s) as client:
+                response = await client.get(REPLAY_PATH, params=params)
             response.raise_for_status()
             body = response.json()
             user_header = body["user_header"]

@@ -12,12 +12,24 @@ REQUIRED = {"GATEWAY_DASHBOARD": "http://127.0.0.1:8000/", "GATEWAY_TOKEN": "t0k
 def test_the_environment_stands_in_for_flags_and_the_command_line_wins():
     environ = {**REQUIRED, "GATEWAY_LISTEN": "127.0.0.1:9100", "GATEWAY_POLL_WAIT": "90"}
     options = gateway_options.parse([], environ=environ)
-    assert (options.dashboard, options.token) == ("http://127.0.0.1:8000", "t0k3n")
+    assert (options.dashboards, options.token) == (("http://127.0.0.1:8000",), "t0k3n")
     assert (options.host, options.port) == ("127.0.0.1", 9100)
     assert options.poll_wait == 60.0  # the long poll's most
     assert options.cache_file.name == "gateway-9100.json"
     options = gateway_options.parse(["--listen", "[::1]:9200", "--prod-fallback", "no"], environ)
     assert (options.host, options.port, options.prod_fallback) == ("::1", 9200, False)
+
+
+def test_several_dashboards_come_comma_separated_in_their_order():
+    argv = ["--dashboard", "http://10.0.0.2:8000/, http://10.0.0.1:8000"]
+    for parse in (
+        gateway_options.parse,
+        lambda a, e: agent_options.parse(["--engine", "envoy", *a], e),
+    ):
+        options = parse(argv, REQUIRED)
+        assert options.dashboards == ("http://10.0.0.2:8000", "http://10.0.0.1:8000")
+    environ = {**REQUIRED, "GATEWAY_DASHBOARD": "http://a:1,http://b:2"}
+    assert gateway_options.parse([], environ).dashboards == ("http://a:1", "http://b:2")
 
 
 def test_the_agent_takes_the_gateways_shared_options_by_the_same_names():
@@ -44,6 +56,8 @@ def test_the_agent_takes_the_gateways_shared_options_by_the_same_names():
         ["--trusted-proxies", "10.0.0.0/8,not-a-network"],
         ["--poll-wait", "0"],
         ["--prod-fallback", "maybe"],
+        ["--dashboard", ","],
+        ["--dashboard", "http://a:1,10.0.0.1:8000"],
     ],
 )
 def test_bad_values_stop_it_with_a_message(argv, capsys):
