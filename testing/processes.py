@@ -178,6 +178,21 @@ class CeleryWorker(Process):
         return " ready." in self.log()
 
 
+class CeleryBeat(Process):
+    """`celery beat` on its own, as production runs it (docs/deploy.md): it only queues the
+    periodic jobs, which the workers run."""
+
+    def __init__(self, env: dict[str, str]):
+        schedule = Path(env.get("GRAYLANE_VAR_DIR", tempfile.gettempdir())) / "beat-schedule"
+        args = [sys.executable, "-m", "celery", "-A", "graylane", "beat", "--loglevel=INFO"]
+        args += ["--schedule", str(schedule)]
+        super().__init__(args, {**env, "LOG_LEVEL": "INFO"})
+
+    def is_ready(self) -> bool:
+        # Its banner: the project's logging keeps celery's own INFO lines out of the log.
+        return "is starting." in self.log()
+
+
 class GatewayProcess(Process):
     """`python -m dataplane.gateway` against a dashboard, on a free loopback port (or `port`,
     to restart one where it was); ready once it routes by some configuration (/-/readyz).

@@ -1,6 +1,6 @@
 """The production topology of docs/deploy.md with real processes: two dashboard replicas
 (uvicorn serving graylane.asgi) on one PostgreSQL (the test database) and one Redis, one
-Celery worker running beat, and gateways. What one replica takes in, the other serves: a
+Celery worker, one beat, and gateways. What one replica takes in, the other serves: a
 publish, live figures, sampled requests; the release analysis runs once per window
 whichever replica the gateways report to; and a gateway (the Python one, or the agent with
 each engine) given several replicas keeps its generations coming, and its clients
@@ -25,7 +25,14 @@ from django.db import connection
 
 from testing.agent_lab import engines, start_agent
 from testing.gateway_lab import auth
-from testing.processes import BASE_DIR, AsgiServer, CeleryWorker, database_url, django_env
+from testing.processes import (
+    BASE_DIR,
+    AsgiServer,
+    CeleryBeat,
+    CeleryWorker,
+    database_url,
+    django_env,
+)
 from testing.waiting import wait_until
 from tests.test_release_e2e import Traffic, fleet_with, start_release, wait_for_state
 
@@ -36,7 +43,7 @@ POLL_WAIT = 5  # the gateways' long poll, seconds: a killed replica must cost le
 
 @pytest.fixture(scope="module")
 def replicas(django_db_setup, django_db_blocker):
-    """Replicas A and B and a worker with beat, all on the test database and REDIS_URL;
+    """Replicas A and B, a worker and a beat, all on the test database and REDIS_URL;
     and their environment, for a replica of a test's own."""
     if not settings.REDIS_URL:
         pytest.skip("replicas share their state through Redis: set REDIS_URL")
@@ -44,7 +51,7 @@ def replicas(django_db_setup, django_db_blocker):
         pytest.skip("replicas share PostgreSQL (SQLite is one machine's): a postgres DATABASE_URL")
     with tempfile.TemporaryDirectory() as var_dir:
         env = django_env(database_url(connection.settings_dict), GRAYLANE_VAR_DIR=var_dir)
-        with AsgiServer(env) as a, AsgiServer(env) as b, CeleryWorker(env, beat=True):
+        with AsgiServer(env) as a, AsgiServer(env) as b, CeleryWorker(env), CeleryBeat(env):
             yield a, b, env
 
 
