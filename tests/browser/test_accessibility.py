@@ -1,11 +1,13 @@
 """Issue 26, accessibility: axe-core finds no serious or critical violation on any page reachable
 from the navigation, nor on a service, release, revision, bundle, lane or draft page, nor on
-the login page; logged in as admin with the demo's data, at desktop width and on a 390 px phone.
+the login page, nor on the API docs (Swagger UI); logged in as admin with the demo's data, at
+desktop width and on a 390 px phone.
 
 axe-core comes from the npm registry (package-lock.json, `npm ci`) and is added to the page by
 the test; the app never serves it."""
 
 import pytest
+from playwright.sync_api import expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -60,4 +62,16 @@ def test_no_serious_violations_on_the_login_page(page, axe_core):
         page.set_viewport_size(viewport)
         page.goto("/accounts/login/")
         problems += serious_violations(page, axe_core, f"the login page ({width})")
+    assert not problems, "\n".join(problems)
+
+
+def test_no_serious_violations_on_the_api_docs(page, axe_core):
+    # The header's "API" link: Swagger UI draws the page from the schema it fetches, so axe
+    # waits for the operations to be drawn.
+    problems = []
+    for width, viewport in WIDTHS.items():
+        page.set_viewport_size(viewport)
+        page.goto("/api/docs/")
+        expect(page.locator(".opblock").first).to_be_visible(timeout=30_000)
+        problems += serious_violations(page, axe_core, f"the API docs (/api/docs/, {width})")
     assert not problems, "\n".join(problems)
