@@ -40,10 +40,11 @@ from releases.services import MARKER_KINDS, chart_markers
 from routing_engine import ALL, PROD, PolicyError, normalize_policy
 from routing_engine.lanes import GRAY_LANE
 
+from .attention import needs_action
 from .draft_views import notify_held
 from .editing import Editor, edit
 from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
-from .minute_health import MIN_REQUESTS, minute_health
+from .minute_health import MIN_REQUESTS, WORSE_POINTS, minute_health
 
 
 def _registry_rows(user: AnyUser) -> list[tuple[Registry, str]]:
@@ -94,12 +95,21 @@ def overview(request: HttpRequest) -> HttpResponse:
             "policy": policy_of(state.document),
             "services": _with_traffic(service_rows(services, state.document)),
             "min_requests": MIN_REQUESTS,
+            "worse_points": WORSE_POINTS,
+            "needs_action": needs_action(state.document),
             "service_count": Service.objects.count(),
             "revisions": Revision.objects.defer("content", "diff")[:5],
             "audit": AuditEntry.objects.all()[:8],
             "registries": _registry_rows(request.user),
         },
     )
+
+
+@role_required(VIEWER)
+def needs_action_badges(request: HttpRequest) -> HttpResponse:
+    """The overview's badges alone, for its live updates."""
+    context = {"needs_action": needs_action(load_state().document)}
+    return render(request, "dashboard/_needs_action.html", context)
 
 
 class PolicyEditor(Editor[PolicyForm]):
@@ -225,6 +235,14 @@ def service_detail(request: HttpRequest, name: str) -> HttpResponse:
         },
         status=status,
     )
+
+
+@role_required(VIEWER)
+def service_lifecycle(request: HttpRequest, name: str) -> HttpResponse:
+    """The service page's lifecycle timeline alone, for its live updates."""
+    service = get_object_or_404(Service, name=name)
+    context = {"service": service, "lifecycle": lifecycle_timelines(service.name)}
+    return render(request, "dashboard/_lifecycle.html", context)
 
 
 @require_POST
