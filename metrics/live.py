@@ -11,6 +11,10 @@ one sample per lane of a (service, version) and second (metrics/samples.py); the
 them up into the series (service, version): the split by lane is the rollups' (they keep
 the lane), and the release analysis and the live figures count every lane together.
 
+Samples that split their requests by the instance that answered (`Sample.instances`) are
+counted by instance too, per service and second, for the service page's per-instance
+traffic (`by_instance`): only those `accept` counts, and `withdraw` takes them off again.
+
 The series (service, version) with a sample in the last keep_seconds() are at most
 METRICS_MAX_SERIES: a sample that would start one more is not counted (`accept` answers it
 apart), so neither these windows nor what is read from them (/metrics, /ws/live/) grow
@@ -76,6 +80,11 @@ class LiveWindows(ABC):
         """Each series' figures over the seconds [first, last], per gateway that reported."""
 
     @abstractmethod
+    def by_instance(self, service: str, first: int, last: int) -> dict[str, Figures]:
+        """The service's requests over the seconds [first, last], by the address of the
+        instance that answered them (the samples that told)."""
+
+    @abstractmethod
     def ingested(self) -> int:
         """Samples counted since the store began (a Prometheus counter)."""
 
@@ -85,9 +94,11 @@ class LiveWindows(ABC):
         no later second was claimed: the live figures go out once per second."""
 
     def figures(self, now: int) -> dict[Series, dict[str, Figures]]:
-        """Every active series' figures over each span ending at `now` (inclusive)."""
-        shortest = min(SPANS.values())
-        series = self.active(now - shortest + 1)
+        """The figures over each span ending at `now` (inclusive) of every series with a
+        sample in the longest: one gone quiet is there, its windows emptying, until its
+        last sample is out of them all (the pages' 5 minutes and last minute count down
+        with the server's rather than stay at their last update)."""
+        series = self.active(now - LONGEST_SPAN + 1)
         per_second = self.seconds(series, now - LONGEST_SPAN + 1, now)
         answer: dict[Series, dict[str, Figures]] = {}
         for one in series:
@@ -131,6 +142,8 @@ class MemoryWindows(LiveWindows):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._seconds: dict[Series, dict[int, _MemorySecond]] = defaultdict(dict)
+        # service -> ts -> address -> [total, errors]
+        self._instances: dict[str, dict[int, dict[str, list[int]]]] = defaultdict(dict)
         self._latest: dict[Series, int] = {}
         self._ingested = 0
         self._pruned_at = 0.0
@@ -151,6 +164,7 @@ class MemoryWindows(LiveWindows):
                     continue
                 second.reported[reporter] = (sample.total, sample.errors, sample.bucket)
                 self._add(second, sample, 1)
+                self._add_instances(sample, 1)
                 self._latest[sample.series] = max(self._latest.get(sample.series, 0), sample.ts)
                 new.append(sample)
             self._ingested += len(new)
@@ -174,6 +188,7 @@ class MemoryWindows(LiveWindows):
                 reporter = _reporter(gateway, sample)
                 if second is not None and second.reported.pop(reporter, None) is not None:
                     self._add(second, sample, -1)
+                    self._add_instances(sample, -1)
                     self._ingested -= 1
 
     @staticmethod
@@ -185,12 +200,27 @@ class MemoryWindows(LiveWindows):
                 second.histogram.get(sample.bucket, 0) + sign * sample.total
             )
 
+    def _add_instances(self, sample: Sample, sign: int) -> None:
+        if not sample.instances:
+            return
+        second = self._instances[sample.service].setdefault(sample.ts, {})
+        for address, total, errors in sample.instances:
+            counts = second.setdefault(address, [0, 0])
+            counts[0] += sign * total
+            counts[1] += sign * errors
+
     def _prune(self) -> None:
         now = time.time()
         if now - self._pruned_at < 10:
             return
         self._pruned_at = now
         oldest = int(now) - keep_seconds()
+        for service in list(self._instances):
+            by_second = self._instances[service]
+            for ts in [ts for ts in by_second if ts < oldest]:
+                del by_second[ts]
+            if not by_second:
+                del self._instances[service]
         for series in list(self._seconds):
             seconds = self._seconds[series]
             for ts in [ts for ts in seconds if ts < oldest]:
@@ -235,6 +265,15 @@ class MemoryWindows(LiveWindows):
                             )
                 answer[one] = dict(per_gateway)
         return answer
+
+    def by_instance(self, service: str, first: int, last: int) -> dict[str, Figures]:
+        answer: dict[str, Figures] = defaultdict(Figures)
+        with self._lock:
+            for ts, second in self._instances.get(service, {}).items():
+                if first <= ts <= last:
+                    for address, (total, errors) in second.items():
+                        answer[address].add(total, errors, {})
+        return {address: figures for address, figures in answer.items() if figures.total}
 
     def ingested(self) -> int:
         with self._lock:
@@ -319,19 +358,36 @@ class RedisWindows(LiveWindows):
             script(self._keys(sample), [*args, self._series_key(sample.series), *cap], client=pipe)
         return pipe.execute()
 
+    def _count_instances(self, samples: list[Sample], sign: int) -> None:
+        """Add (or take off) these samples' requests by instance: one pipeline, after the
+        scripts decided which samples count."""
+        told = [sample for sample in samples if sample.instances]
+        if not told:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        for sample in told:
+            key = f"{self.prefix}:inst:{json.dumps(sample.service)}:{sample.ts}"
+            for address, total, errors in sample.instances:
+                pipe.hincrby(key, f"t {address}", sign * total)
+                if errors:
+                    pipe.hincrby(key, f"e {address}", sign * errors)
+            pipe.expire(key, keep_seconds())
+        pipe.execute()
+
     def accept(self, gateway: str, samples: list[Sample]) -> Counted:
         if not samples:
             return Counted([], [])
         outcomes = self._run(self._accept, gateway, samples)
         pairs = list(zip(samples, outcomes, strict=True))
-        return Counted(
-            [sample for sample, outcome in pairs if outcome == 1],
-            [sample for sample, outcome in pairs if outcome == 2],
-        )
+        new = [sample for sample, outcome in pairs if outcome == 1]
+        self._count_instances(new, 1)
+        return Counted(new, [sample for sample, outcome in pairs if outcome == 2])
 
     def withdraw(self, gateway: str, samples: list[Sample]) -> None:
         if samples:
-            self._run(self._withdraw, gateway, samples)
+            outcomes = self._run(self._withdraw, gateway, samples)
+            withdrawn = [s for s, outcome in zip(samples, outcomes, strict=True) if outcome == 1]
+            self._count_instances(withdrawn, -1)
 
     def active(self, since: int) -> list[Series]:
         key = f"{self.prefix}:active"
@@ -372,6 +428,20 @@ class RedisWindows(LiveWindows):
                 histogram = _histogram(int(total), int(bucket) if bucket else None)
                 answer[one][_gateway_of(reporter.decode())].add(int(total), int(errors), histogram)
         return {one: dict(per_gateway) for one, per_gateway in answer.items()}
+
+    def by_instance(self, service: str, first: int, last: int) -> dict[str, Figures]:
+        pipe = self.redis.pipeline(transaction=False)
+        for ts in range(first, last + 1):
+            pipe.hgetall(f"{self.prefix}:inst:{json.dumps(service)}:{ts}")
+        answer: dict[str, Figures] = defaultdict(Figures)
+        for second in pipe.execute():
+            for name, value in second.items():
+                kind, _, address = name.decode().partition(" ")  # as _count_instances writes
+                if kind == "t":
+                    answer[address].add(int(value), 0, {})
+                else:
+                    answer[address].add(0, int(value), {})
+        return {address: figures for address, figures in answer.items() if figures.total}
 
     def ingested(self) -> int:
         return int(self.redis.get(f"{self.prefix}:ingested") or 0)
