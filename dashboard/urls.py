@@ -21,6 +21,11 @@ urlpatterns = [
     ),
     path("services/<path:name>/protection/", views.service_protect, name="service-protect"),
     path("services/<path:name>/lifecycle/", views.service_lifecycle, name="service-lifecycle"),
+    path(
+        "services/<path:name>/instance-traffic/",
+        views.service_instance_traffic,
+        name="service-instance-traffic",
+    ),
     # <path:>: a name stored before names were checked may hold a "/" (registry_sync/adapters/
     # validation.py refuses new ones); the link must still lead to its page.
     path("services/<path:name>/", views.service_detail, name="service"),

@@ -4,8 +4,9 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
@@ -17,7 +18,7 @@ from audit.models import AuditEntry
 from demo.restart import NotRestartable, restart_demo_instance, restartable
 from gateways.models import Gateway
 from gateways.views import BADGES, status_rows
-from metrics.services import traffic_split
+from metrics.services import InstanceTraffic, instance_traffic, traffic_split
 from policy.change_control import DraftPending, Frozen, set_protected
 from policy.documents import policy_of
 from policy.lanes import LaneInUse, gray_priority_of
@@ -173,6 +174,16 @@ def services(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _with_instance_traffic(service: Service) -> list[tuple[Instance, InstanceTraffic | None]]:
+    """The service's instances, each with its traffic of the last minute (None: no gateway
+    told of requests it answered)."""
+    traffic = instance_traffic(service.name)
+    return [
+        (instance, traffic.get(f"{instance.host}:{instance.port}"))
+        for instance in service.instances.order_by("host", "port")
+    ]
+
+
 @role_required(VIEWER)
 def service_detail(request: HttpRequest, name: str) -> HttpResponse:
     service = get_object_or_404(Service.objects.select_related("registry"), name=name)
@@ -227,7 +238,7 @@ def service_detail(request: HttpRequest, name: str) -> HttpResponse:
             "quarantines": _quarantines(service.name, row["quarantined"]),
             "form": form,
             "state": state,
-            "instances": service.instances.order_by("host", "port"),
+            "instances": _with_instance_traffic(service),
             "drain_seconds": settings.DRAIN_SECONDS,
             "lifecycle": lifecycle_timelines(service.name),
             "release_markers": {"kinds": MARKER_KINDS, "markers": chart_markers(service.name)},
@@ -235,6 +246,20 @@ def service_detail(request: HttpRequest, name: str) -> HttpResponse:
         },
         status=status,
     )
+
+
+@role_required(VIEWER)
+def service_instance_traffic(request: HttpRequest, name: str) -> JsonResponse:
+    """The instance table's traffic cells, as the page renders them, by instance id: for
+    its live updates."""
+    service = get_object_or_404(Service, name=name)
+    cells = {
+        str(instance.pk): render_to_string(
+            "dashboard/_instance_traffic.html", {"traffic": traffic}, request
+        )
+        for instance, traffic in _with_instance_traffic(service)
+    }
+    return JsonResponse({"cells": cells})
 
 
 @role_required(VIEWER)
