@@ -126,6 +126,8 @@ def test_each_instance_shows_its_traffic_as_the_gateway_reports_it(
             first, second = lab.instance("user-app", "V1"), lab.instance("user-app", "V1")
             lab.instance("user-app", "V2")  # the gray version: no request goes there
             lab.sync()
+            # Version-aware, gray by a header: requests without it go to prod (V1) only.
+            lab.policy(enabled=True, routing=True, header={"name": "gray", "value": "gray-996"})
             gateway = lab.start_gateway()
             make_role_user("vera", "viewer")
             log_in("vera")
