@@ -78,7 +78,10 @@ def _gateways(now: datetime) -> tuple[list[Badge], datetime | None]:
         text = f"{len(troubled)} gateways failing or not heard from: {named}" + (
             f" and {more} more" if more > 0 else ""
         )
-    title = "They run an older routing document than the live one: see why on the gateways page."
+    title = (
+        "Failing: the delivery of the live routing document errored; not heard from: a pull "
+        "gateway stopped polling. The gateways page says why."
+    )
     return [Badge("gateway", text, reverse("gateways:status"), title)], next_stale
 
 
