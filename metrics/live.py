@@ -289,10 +289,12 @@ class MemoryWindows(LiveWindows):
 
 # Counts one sample atomically: remembers the gateway's figures under its name (ARGV[1],
 # with the sample's lane: _reporter) in the series' `gw` hash of that second (KEYS[1]) and,
-# only if it was not there, adds them to the second's hash (KEYS[2]). A sample of a series
-# not in `active` (KEYS[3]) is refused (2) while `active` holds METRICS_MAX_SERIES (ARGV[8])
-# series, even once those quiet since ARGV[9] are dropped. Redis runs a script alone, so
-# two web processes never count one sample twice, nor let two new series in past the cap.
+# only if it was not there, adds them to the second's hash (KEYS[2]), and the sample's
+# requests by instance (ARGV[10...]: address, total, errors) to the service's (KEYS[5]). A
+# sample of a series not in `active` (KEYS[3]) is refused (2) while `active` holds
+# METRICS_MAX_SERIES (ARGV[8]) series, even once those quiet since ARGV[9] are dropped. Redis
+# runs a script alone, so two web processes never count one sample twice, nor let two new
+# series in past the cap.
 _ACCEPT = """
 if not redis.call('ZSCORE', KEYS[3], ARGV[7])
     and redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[8]) then
@@ -309,6 +311,11 @@ if ARGV[4] ~= '' then redis.call('HINCRBY', KEYS[2], 'b' .. ARGV[4], ARGV[2]) en
 redis.call('EXPIRE', KEYS[2], ARGV[5])
 redis.call('ZADD', KEYS[3], 'GT', ARGV[6], ARGV[7])
 redis.call('INCR', KEYS[4])
+for i = 10, #ARGV, 3 do
+  redis.call('HINCRBY', KEYS[5], 't ' .. ARGV[i], ARGV[i + 1])
+  redis.call('HINCRBY', KEYS[5], 'e ' .. ARGV[i], ARGV[i + 2])
+end
+if #ARGV >= 10 then redis.call('EXPIRE', KEYS[5], ARGV[5]) end
 return 1
 """
 _WITHDRAW = """
@@ -317,6 +324,10 @@ redis.call('HINCRBY', KEYS[2], 't', 0 - tonumber(ARGV[2]))
 redis.call('HINCRBY', KEYS[2], 'e', 0 - tonumber(ARGV[3]))
 if ARGV[4] ~= '' then redis.call('HINCRBY', KEYS[2], 'b' .. ARGV[4], 0 - tonumber(ARGV[2])) end
 redis.call('DECR', KEYS[4])
+for i = 10, #ARGV, 3 do
+  redis.call('HINCRBY', KEYS[5], 't ' .. ARGV[i], 0 - tonumber(ARGV[i + 1]))
+  redis.call('HINCRBY', KEYS[5], 'e ' .. ARGV[i], 0 - tonumber(ARGV[i + 2]))
+end
 return 1
 """
 
@@ -345,6 +356,7 @@ class RedisWindows(LiveWindows):
             f"{self.prefix}:sec:{series}:{sample.ts}",
             f"{self.prefix}:active",
             f"{self.prefix}:ingested",
+            f"{self.prefix}:inst:{json.dumps(sample.service)}:{sample.ts}",
         ]
 
     def _run(self, script: Script, gateway: str, samples: list[Sample]) -> list[int]:
@@ -355,39 +367,27 @@ class RedisWindows(LiveWindows):
             bucket = "" if sample.bucket is None else str(sample.bucket)
             reporter = _reporter(gateway, sample)
             args: list[str | int] = [reporter, sample.total, sample.errors, bucket, ttl, sample.ts]
-            script(self._keys(sample), [*args, self._series_key(sample.series), *cap], client=pipe)
+            shares = [part for share in sample.instances for part in share]
+            script(
+                self._keys(sample),
+                [*args, self._series_key(sample.series), *cap, *shares],
+                client=pipe,
+            )
         return pipe.execute()
-
-    def _count_instances(self, samples: list[Sample], sign: int) -> None:
-        """Add (or take off) these samples' requests by instance: one pipeline, after the
-        scripts decided which samples count."""
-        told = [sample for sample in samples if sample.instances]
-        if not told:
-            return
-        pipe = self.redis.pipeline(transaction=False)
-        for sample in told:
-            key = f"{self.prefix}:inst:{json.dumps(sample.service)}:{sample.ts}"
-            for address, total, errors in sample.instances:
-                pipe.hincrby(key, f"t {address}", sign * total)
-                if errors:
-                    pipe.hincrby(key, f"e {address}", sign * errors)
-            pipe.expire(key, keep_seconds())
-        pipe.execute()
 
     def accept(self, gateway: str, samples: list[Sample]) -> Counted:
         if not samples:
             return Counted([], [])
         outcomes = self._run(self._accept, gateway, samples)
         pairs = list(zip(samples, outcomes, strict=True))
-        new = [sample for sample, outcome in pairs if outcome == 1]
-        self._count_instances(new, 1)
-        return Counted(new, [sample for sample, outcome in pairs if outcome == 2])
+        return Counted(
+            [sample for sample, outcome in pairs if outcome == 1],
+            [sample for sample, outcome in pairs if outcome == 2],
+        )
 
     def withdraw(self, gateway: str, samples: list[Sample]) -> None:
         if samples:
-            outcomes = self._run(self._withdraw, gateway, samples)
-            withdrawn = [s for s, outcome in zip(samples, outcomes, strict=True) if outcome == 1]
-            self._count_instances(withdrawn, -1)
+            self._run(self._withdraw, gateway, samples)
 
     def active(self, since: int) -> list[Series]:
         key = f"{self.prefix}:active"
@@ -436,7 +436,7 @@ class RedisWindows(LiveWindows):
         answer: dict[str, Figures] = defaultdict(Figures)
         for second in pipe.execute():
             for name, value in second.items():
-                kind, _, address = name.decode().partition(" ")  # as _count_instances writes
+                kind, _, address = name.decode().partition(" ")  # as _ACCEPT writes it
                 if kind == "t":
                     answer[address].add(int(value), 0, {})
                 else:
