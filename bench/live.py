@@ -3,7 +3,8 @@ websocket clients watch; how many samples the control plane ingests, what each c
 CPU, and how long a sample takes from its POST to the clients that subscribed to it.
 
 Run:  .venv/bin/python bench/live.py [--quick] [--seconds 60] [--gateways 50] [--clients 100]
-                                     [--services 2] [--versions 2] [--lanes 0] [--redis URL]
+                                     [--services 2] [--versions 2] [--lanes 0] [--instances 0]
+                                     [--redis URL]
                                      [--database postgres://.../NAME]
 
 It makes its own database (a SQLite file in a temporary directory; or with `--database
@@ -14,7 +15,8 @@ Redis prefix of this run's own; without, the jobs run inside the server as with 
 This process plays the gateways and the browsers on loopback: each gateway posts, once a
 second at its own offset within the second, one sample per (service, version) for the
 second before (`POST /api/v1/metrics/`, its own token, a kept-alive connection; with
-`--lanes N`, one sample per series and lane: none and N lanes of the live document); the
+`--lanes N`, one sample per series and lane: none and N lanes of the live document; with
+`--instances N`, each sample splits its requests over N instance addresses); the
 clients log in once through the login form and open `/ws/live/` with that session cookie,
 each subscribed to one service (in turn).
 
@@ -83,6 +85,9 @@ def parse_args():
     parser.add_argument(
         "--lanes", type=int, default=0, help="lanes a series' samples are in, besides none (0)"
     )
+    parser.add_argument(
+        "--instances", type=int, default=0, help="instances a sample splits its requests by (0)"
+    )
     parser.add_argument("--warmup", type=int, default=5, help="seconds posted, not measured (5)")
     parser.add_argument(
         "--redis", help="redis://... (a celery worker publishes); default: no Redis"
@@ -94,13 +99,22 @@ def parse_args():
     args.clients = args.clients if args.clients is not None else (20 if args.quick else 100)
     if min(args.seconds, args.gateways, args.services, args.versions) < 1 or args.clients < 0:
         parser.error("--seconds, --gateways, --services and --versions must be at least 1")
-    if args.lanes < 0:
-        parser.error("--lanes must be at least 0")
+    if args.lanes < 0 or args.instances < 0:
+        parser.error("--lanes and --instances must be at least 0")
     if args.database:
         if urlsplit(args.database).scheme not in ("postgres", "postgresql"):
             parser.error("--database takes a postgres:// URL")
         bench_database_name(args.database)
     return args
+
+
+def split(total: int, instances: int) -> list[dict]:
+    """`total` requests spread over `instances` addresses, as a gateway tells them."""
+    share, rest = divmod(total, instances)
+    return [
+        {"address": f"10.9.0.{n + 1}:8080", "total": share + (n < rest), "errors": 0}
+        for n in range(instances)
+    ]
 
 
 def make_fleet(gateways: int, services: list[str], lanes: list[str]) -> list[tuple[str, str]]:
@@ -168,7 +182,7 @@ class Client:
 
 
 async def gateway(
-    base_url, name, token, series, lanes, stop_at, measure_from, posts, failures
+    base_url, name, token, series, lanes, instances, stop_at, measure_from, posts, failures
 ) -> None:
     offset = random.random()
     headers = {"Authorization": f"Token {token}"}
@@ -191,6 +205,7 @@ async def gateway(
                     "errors": random.randint(0, 2),
                     "latency_ms_p95": round(random.uniform(5, 40), 1),
                     **({"lane": lane} if lane else {}),
+                    **({"instances": split(total, instances)} if instances else {}),
                 }
                 for service, version in series
                 for lane in [None, *lanes]
@@ -289,7 +304,18 @@ async def run(args, database: str, var_dir: str, processes: list) -> dict:
     stop_at = measure_from + args.seconds
     gateways = [
         asyncio.create_task(
-            gateway(server.url, name, token, series, lanes, stop_at, measure_from, posts, failures)
+            gateway(
+                server.url,
+                name,
+                token,
+                series,
+                lanes,
+                args.instances,
+                stop_at,
+                measure_from,
+                posts,
+                failures,
+            )
         )
         for name, token in fleet
     ]
@@ -335,7 +361,8 @@ def report(args, database: str, result: dict) -> None:
     accepted = sum(post.accepted for _, post in posts)
     print(
         f"live: {args.gateways} gateways x {args.services * args.versions} series "
-        f"x {args.lanes + 1} lane{'s' if args.lanes else ''} posting every "
+        f"x {args.lanes + 1} lane{'s' if args.lanes else ''}"
+        f"{f' x {args.instances} instances' if args.instances else ''} posting every "
         f"second, {len(clients)} websocket clients; {backend}, {jobs}; "
         f"{args.warmup} s warm-up + {args.seconds} s measured"
     )

@@ -12,6 +12,9 @@ from metrics.samples import Figures
 
 MIN_REQUESTS = 50  # in the minute, for a success rate (data-min-requests for the live updates)
 MINUTE = live.SPANS["1m"]
+# Gray this many points below prod reads as worse (data-worse-points for the live updates).
+WORSE_POINTS = 1.0
+HEALTHY, WORSE, INSUFFICIENT = "healthy", "worse", "insufficient"
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,24 @@ class VersionHealth:
 class MinuteHealth:
     versions: list[VersionHealth]
     delta: float | None  # gray minus prod, points, when both have a rate
+
+    @property
+    def requests(self) -> int:
+        return sum(health.requests for health in self.versions)
+
+    @property
+    def worse(self) -> bool:
+        return self.delta is not None and self.delta < -WORSE_POINTS
+
+    @property
+    def state(self) -> str:
+        """The overview's one word for the service: gray worse than prod, a version without
+        enough requests to say, or healthy (static/js/at_a_glance.js decides alike)."""
+        if self.worse:
+            return WORSE
+        if any(health.success_rate is None for health in self.versions):
+            return INSUFFICIENT
+        return HEALTHY
 
 
 def _versions(row: dict[str, Any]) -> list[str]:

@@ -6,6 +6,7 @@ app_name = "dashboard"
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("service-graph/", graph_views.service_graph, name="service-graph"),
+    path("overview/needs-action/", views.needs_action_badges, name="needs-action"),
     path("policy/", views.policy_editor, name="policy"),
     path("lanes/", lane_views.lanes, name="lanes"),
     path("lanes/new/", lane_views.lane_create, name="lane-create"),
@@ -20,6 +21,12 @@ urlpatterns = [
         name="quarantine-lift",
     ),
     path("services/<path:name>/protection/", views.service_protect, name="service-protect"),
+    path("services/<path:name>/lifecycle/", views.service_lifecycle, name="service-lifecycle"),
+    path(
+        "services/<path:name>/instance-traffic/",
+        views.service_instance_traffic,
+        name="service-instance-traffic",
+    ),
     # <path:>: a name stored before names were checked may hold a "/" (registry_sync/adapters/
     # validation.py refuses new ones); the link must still lead to its page.
     path("services/<path:name>/", views.service_detail, name="service"),

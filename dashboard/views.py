@@ -4,8 +4,9 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
@@ -18,7 +19,7 @@ from demo.restart import NotRestartable, restart_demo_instance, restartable
 from gateways.generation import newest_number, revision_of
 from gateways.models import Gateway
 from gateways.views import BADGES, status_rows
-from metrics.services import traffic_split
+from metrics.services import InstanceTraffic, instance_traffic, traffic_split
 from policy.change_control import DraftPending, Frozen, set_protected
 from policy.documents import policy_of
 from policy.lanes import LaneInUse, gray_priority_of
@@ -41,11 +42,12 @@ from releases.services import MARKER_KINDS, chart_markers
 from routing_engine import ALL, PROD, PolicyError, normalize_policy
 from routing_engine.lanes import GRAY_LANE
 
+from .attention import needs_action
 from .draft_views import notify_held
 from .editing import Editor, edit
 from .forms import PolicyForm, ServiceVersionsForm, SimulateForm
 from .graph_views import current_drawing
-from .minute_health import MIN_REQUESTS, minute_health
+from .minute_health import MIN_REQUESTS, WORSE_POINTS, minute_health
 from .pickers import pickers
 
 
@@ -97,6 +99,8 @@ def overview(request: HttpRequest) -> HttpResponse:
             "policy": policy_of(state.document),
             "services": _with_traffic(service_rows(services, state.document)),
             "min_requests": MIN_REQUESTS,
+            "worse_points": WORSE_POINTS,
+            "needs_action": needs_action(state.document),
             "service_count": Service.objects.count(),
             "revisions": Revision.objects.defer("content", "diff")[:5],
             "audit": AuditEntry.objects.all()[:8],
@@ -104,6 +108,13 @@ def overview(request: HttpRequest) -> HttpResponse:
             "service_graph": current_drawing(),
         },
     )
+
+
+@role_required(VIEWER)
+def needs_action_badges(request: HttpRequest) -> HttpResponse:
+    """The overview's badges alone, for its live updates."""
+    context = {"needs_action": needs_action(load_state().document)}
+    return render(request, "dashboard/_needs_action.html", context)
 
 
 class PolicyEditor(Editor[PolicyForm]):
@@ -167,6 +178,16 @@ def services(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _with_instance_traffic(service: Service) -> list[tuple[Instance, InstanceTraffic | None]]:
+    """The service's instances, each with its traffic of the last minute (None: no gateway
+    told of requests it answered)."""
+    traffic = instance_traffic(service.name)
+    return [
+        (instance, traffic.get(f"{instance.host}:{instance.port}"))
+        for instance in service.instances.order_by("host", "port")
+    ]
+
+
 @role_required(VIEWER)
 def service_detail(request: HttpRequest, name: str) -> HttpResponse:
     service = get_object_or_404(Service.objects.select_related("registry"), name=name)
@@ -224,7 +245,7 @@ def service_detail(request: HttpRequest, name: str) -> HttpResponse:
             "quarantines": _quarantines(service.name, row["quarantined"]),
             "form": form,
             "state": state,
-            "instances": service.instances.order_by("host", "port"),
+            "instances": _with_instance_traffic(service),
             "drain_seconds": settings.DRAIN_SECONDS,
             "lifecycle": lifecycle_timelines(service.name),
             "release_markers": {"kinds": MARKER_KINDS, "markers": chart_markers(service.name)},
@@ -232,6 +253,28 @@ def service_detail(request: HttpRequest, name: str) -> HttpResponse:
         },
         status=status,
     )
+
+
+@role_required(VIEWER)
+def service_instance_traffic(request: HttpRequest, name: str) -> JsonResponse:
+    """The instance table's traffic cells, as the page renders them, by instance id: for
+    its live updates."""
+    service = get_object_or_404(Service, name=name)
+    cells = {
+        str(instance.pk): render_to_string(
+            "dashboard/_instance_traffic.html", {"traffic": traffic}, request
+        )
+        for instance, traffic in _with_instance_traffic(service)
+    }
+    return JsonResponse({"cells": cells})
+
+
+@role_required(VIEWER)
+def service_lifecycle(request: HttpRequest, name: str) -> HttpResponse:
+    """The service page's lifecycle timeline alone, for its live updates."""
+    service = get_object_or_404(Service, name=name)
+    context = {"service": service, "lifecycle": lifecycle_timelines(service.name)}
+    return render(request, "dashboard/_lifecycle.html", context)
 
 
 @require_POST

@@ -128,6 +128,36 @@ class CallsRecorded(LiveEvent):
 
 
 @dataclass(frozen=True)
+class FreezeChanged(LiveEvent):
+    """A freeze window was made, ended or removed (`freeze`: its id)."""
+
+    kind: ClassVar[str] = "freeze"
+    freeze: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "freeze": self.freeze}
+
+
+@dataclass(frozen=True)
+class LifecycleReported(LiveEvent):
+    """An instance of `service` reported a step of its lifecycle (`event`) at `instance`
+    (host:port)."""
+
+    kind: ClassVar[str] = "lifecycle"
+    service: str
+    instance: str
+    event: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "type": self.kind,
+            "service": self.service,
+            "instance": self.instance,
+            "event": self.event,
+        }
+
+
+@dataclass(frozen=True)
 class MetricsWindow:
     """One series' figures over one sliding window. No requests: rates are None."""
 

@@ -11,6 +11,10 @@ one sample per lane of a (service, version) and second (metrics/samples.py); the
 them up into the series (service, version): the split by lane is the rollups' (they keep
 the lane), and the release analysis and the live figures count every lane together.
 
+Samples that split their requests by the instance that answered (`Sample.instances`) are
+counted by instance too, per service and second, for the service page's per-instance
+traffic (`by_instance`): only those `accept` counts, and `withdraw` takes them off again.
+
 The series (service, version) with a sample in the last keep_seconds() are at most
 METRICS_MAX_SERIES: a sample that would start one more is not counted (`accept` answers it
 apart), so neither these windows nor what is read from them (/metrics, /ws/live/) grow
@@ -76,6 +80,11 @@ class LiveWindows(ABC):
         """Each series' figures over the seconds [first, last], per gateway that reported."""
 
     @abstractmethod
+    def by_instance(self, service: str, first: int, last: int) -> dict[str, Figures]:
+        """The service's requests over the seconds [first, last], by the address of the
+        instance that answered them (the samples that told)."""
+
+    @abstractmethod
     def ingested(self) -> int:
         """Samples counted since the store began (a Prometheus counter)."""
 
@@ -85,9 +94,11 @@ class LiveWindows(ABC):
         no later second was claimed: the live figures go out once per second."""
 
     def figures(self, now: int) -> dict[Series, dict[str, Figures]]:
-        """Every active series' figures over each span ending at `now` (inclusive)."""
-        shortest = min(SPANS.values())
-        series = self.active(now - shortest + 1)
+        """The figures over each span ending at `now` (inclusive) of every series with a
+        sample in the longest: one gone quiet is there, its windows emptying, until its
+        last sample is out of them all (the pages' 5 minutes and last minute count down
+        with the server's rather than stay at their last update)."""
+        series = self.active(now - LONGEST_SPAN + 1)
         per_second = self.seconds(series, now - LONGEST_SPAN + 1, now)
         answer: dict[Series, dict[str, Figures]] = {}
         for one in series:
@@ -131,6 +142,8 @@ class MemoryWindows(LiveWindows):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._seconds: dict[Series, dict[int, _MemorySecond]] = defaultdict(dict)
+        # service -> ts -> address -> [total, errors]
+        self._instances: dict[str, dict[int, dict[str, list[int]]]] = defaultdict(dict)
         self._latest: dict[Series, int] = {}
         self._ingested = 0
         self._pruned_at = 0.0
@@ -151,6 +164,7 @@ class MemoryWindows(LiveWindows):
                     continue
                 second.reported[reporter] = (sample.total, sample.errors, sample.bucket)
                 self._add(second, sample, 1)
+                self._add_instances(sample, 1)
                 self._latest[sample.series] = max(self._latest.get(sample.series, 0), sample.ts)
                 new.append(sample)
             self._ingested += len(new)
@@ -174,6 +188,7 @@ class MemoryWindows(LiveWindows):
                 reporter = _reporter(gateway, sample)
                 if second is not None and second.reported.pop(reporter, None) is not None:
                     self._add(second, sample, -1)
+                    self._add_instances(sample, -1)
                     self._ingested -= 1
 
     @staticmethod
@@ -185,12 +200,27 @@ class MemoryWindows(LiveWindows):
                 second.histogram.get(sample.bucket, 0) + sign * sample.total
             )
 
+    def _add_instances(self, sample: Sample, sign: int) -> None:
+        if not sample.instances:
+            return
+        second = self._instances[sample.service].setdefault(sample.ts, {})
+        for address, total, errors in sample.instances:
+            counts = second.setdefault(address, [0, 0])
+            counts[0] += sign * total
+            counts[1] += sign * errors
+
     def _prune(self) -> None:
         now = time.time()
         if now - self._pruned_at < 10:
             return
         self._pruned_at = now
         oldest = int(now) - keep_seconds()
+        for service in list(self._instances):
+            by_second = self._instances[service]
+            for ts in [ts for ts in by_second if ts < oldest]:
+                del by_second[ts]
+            if not by_second:
+                del self._instances[service]
         for series in list(self._seconds):
             seconds = self._seconds[series]
             for ts in [ts for ts in seconds if ts < oldest]:
@@ -236,6 +266,15 @@ class MemoryWindows(LiveWindows):
                 answer[one] = dict(per_gateway)
         return answer
 
+    def by_instance(self, service: str, first: int, last: int) -> dict[str, Figures]:
+        answer: dict[str, Figures] = defaultdict(Figures)
+        with self._lock:
+            for ts, second in self._instances.get(service, {}).items():
+                if first <= ts <= last:
+                    for address, (total, errors) in second.items():
+                        answer[address].add(total, errors, {})
+        return {address: figures for address, figures in answer.items() if figures.total}
+
     def ingested(self) -> int:
         with self._lock:
             return self._ingested
@@ -250,10 +289,12 @@ class MemoryWindows(LiveWindows):
 
 # Counts one sample atomically: remembers the gateway's figures under its name (ARGV[1],
 # with the sample's lane: _reporter) in the series' `gw` hash of that second (KEYS[1]) and,
-# only if it was not there, adds them to the second's hash (KEYS[2]). A sample of a series
-# not in `active` (KEYS[3]) is refused (2) while `active` holds METRICS_MAX_SERIES (ARGV[8])
-# series, even once those quiet since ARGV[9] are dropped. Redis runs a script alone, so
-# two web processes never count one sample twice, nor let two new series in past the cap.
+# only if it was not there, adds them to the second's hash (KEYS[2]), and the sample's
+# requests by instance (ARGV[10...]: address, total, errors) to the service's (KEYS[5]). A
+# sample of a series not in `active` (KEYS[3]) is refused (2) while `active` holds
+# METRICS_MAX_SERIES (ARGV[8]) series, even once those quiet since ARGV[9] are dropped. Redis
+# runs a script alone, so two web processes never count one sample twice, nor let two new
+# series in past the cap.
 _ACCEPT = """
 if not redis.call('ZSCORE', KEYS[3], ARGV[7])
     and redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[8]) then
@@ -270,6 +311,11 @@ if ARGV[4] ~= '' then redis.call('HINCRBY', KEYS[2], 'b' .. ARGV[4], ARGV[2]) en
 redis.call('EXPIRE', KEYS[2], ARGV[5])
 redis.call('ZADD', KEYS[3], 'GT', ARGV[6], ARGV[7])
 redis.call('INCR', KEYS[4])
+for i = 10, #ARGV, 3 do
+  redis.call('HINCRBY', KEYS[5], 't ' .. ARGV[i], ARGV[i + 1])
+  redis.call('HINCRBY', KEYS[5], 'e ' .. ARGV[i], ARGV[i + 2])
+end
+if #ARGV >= 10 then redis.call('EXPIRE', KEYS[5], ARGV[5]) end
 return 1
 """
 _WITHDRAW = """
@@ -278,6 +324,10 @@ redis.call('HINCRBY', KEYS[2], 't', 0 - tonumber(ARGV[2]))
 redis.call('HINCRBY', KEYS[2], 'e', 0 - tonumber(ARGV[3]))
 if ARGV[4] ~= '' then redis.call('HINCRBY', KEYS[2], 'b' .. ARGV[4], 0 - tonumber(ARGV[2])) end
 redis.call('DECR', KEYS[4])
+for i = 10, #ARGV, 3 do
+  redis.call('HINCRBY', KEYS[5], 't ' .. ARGV[i], 0 - tonumber(ARGV[i + 1]))
+  redis.call('HINCRBY', KEYS[5], 'e ' .. ARGV[i], 0 - tonumber(ARGV[i + 2]))
+end
 return 1
 """
 
@@ -306,6 +356,7 @@ class RedisWindows(LiveWindows):
             f"{self.prefix}:sec:{series}:{sample.ts}",
             f"{self.prefix}:active",
             f"{self.prefix}:ingested",
+            f"{self.prefix}:inst:{json.dumps(sample.service)}:{sample.ts}",
         ]
 
     def _run(self, script: Script, gateway: str, samples: list[Sample]) -> list[int]:
@@ -316,7 +367,12 @@ class RedisWindows(LiveWindows):
             bucket = "" if sample.bucket is None else str(sample.bucket)
             reporter = _reporter(gateway, sample)
             args: list[str | int] = [reporter, sample.total, sample.errors, bucket, ttl, sample.ts]
-            script(self._keys(sample), [*args, self._series_key(sample.series), *cap], client=pipe)
+            shares = [part for share in sample.instances for part in share]
+            script(
+                self._keys(sample),
+                [*args, self._series_key(sample.series), *cap, *shares],
+                client=pipe,
+            )
         return pipe.execute()
 
     def accept(self, gateway: str, samples: list[Sample]) -> Counted:
@@ -372,6 +428,20 @@ class RedisWindows(LiveWindows):
                 histogram = _histogram(int(total), int(bucket) if bucket else None)
                 answer[one][_gateway_of(reporter.decode())].add(int(total), int(errors), histogram)
         return {one: dict(per_gateway) for one, per_gateway in answer.items()}
+
+    def by_instance(self, service: str, first: int, last: int) -> dict[str, Figures]:
+        pipe = self.redis.pipeline(transaction=False)
+        for ts in range(first, last + 1):
+            pipe.hgetall(f"{self.prefix}:inst:{json.dumps(service)}:{ts}")
+        answer: dict[str, Figures] = defaultdict(Figures)
+        for second in pipe.execute():
+            for name, value in second.items():
+                kind, _, address = name.decode().partition(" ")  # as _ACCEPT writes it
+                if kind == "t":
+                    answer[address].add(int(value), 0, {})
+                else:
+                    answer[address].add(0, int(value), {})
+        return {address: figures for address, figures in answer.items() if figures.total}
 
     def ingested(self) -> int:
         return int(self.redis.get(f"{self.prefix}:ingested") or 0)

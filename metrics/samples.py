@@ -16,6 +16,9 @@ class Sample:
     # The lane of the GRAY requests counted (`gray` included); None: PROD and ALL requests.
     # A gateway sends one sample per (service, version, lane) and second.
     lane: str | None = None
+    # The requests and errors by the instance that answered them: (address, total, errors),
+    # "host:port". Empty from a gateway that does not tell.
+    instances: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def series(self) -> tuple[str, str]:

@@ -25,6 +25,31 @@ class StrictSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+# Instances one sample may name: a gateway spreads a series' requests over at most this many.
+MAX_SAMPLE_INSTANCES = 200
+
+
+class InstanceShareSerializer(StrictSerializer):
+    address = serializers.CharField(
+        max_length=300, help_text="The instance that answered: host:port."
+    )
+    total = serializers.IntegerField(min_value=0, max_value=10**9)
+    errors = serializers.IntegerField(min_value=0)  # type: ignore[assignment]
+
+    def validate_address(self, value: str) -> str:
+        host, colon, port = value.rpartition(":")
+        if not (host and colon and port.isdigit() and 0 < int(port) < 65536):
+            raise serializers.ValidationError("Expected host:port.")
+        if any(ord(c) < 33 or ord(c) == 127 for c in value):
+            raise serializers.ValidationError("No spaces or control characters.")
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["errors"] > attrs["total"]:
+            raise serializers.ValidationError({"errors": ["More errors than requests (total)."]})
+        return attrs
+
+
 class SampleSerializer(StrictSerializer):
     service = serializers.CharField(max_length=255)
     version = serializers.CharField(max_length=100)
@@ -48,6 +73,15 @@ class SampleSerializer(StrictSerializer):
         "A lane the live document does not have (deleted since) is counted without it.",
     )
 
+    instances = InstanceShareSerializer(
+        many=True,
+        required=False,
+        default=list,
+        help_text="The sample's requests and errors by the instance that answered them, for "
+        "the service page's per-instance traffic; optional (requests no instance answered "
+        "are in no entry).",
+    )
+
     def validate_ts(self, value: int) -> int:
         now = time.time()
         if value > now + MAX_FUTURE_SECONDS:
@@ -58,6 +92,11 @@ class SampleSerializer(StrictSerializer):
             raise serializers.ValidationError(
                 f"Older than {settings.METRICS_MAX_AGE_SECONDS} s: too late to be counted."
             )
+        return value
+
+    def validate_instances(self, value: list[dict]) -> list[dict]:
+        if len(value) > MAX_SAMPLE_INSTANCES:
+            raise serializers.ValidationError(f"At most {MAX_SAMPLE_INSTANCES} instances.")
         return value
 
     def validate_latency_ms_p95(self, value: float | None) -> float | None:
@@ -74,6 +113,15 @@ class SampleSerializer(StrictSerializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs["errors"] > attrs["total"]:
             raise serializers.ValidationError({"errors": ["More errors than requests (total)."]})
+        shares = attrs["instances"]
+        if len({share["address"] for share in shares}) < len(shares):
+            raise serializers.ValidationError({"instances": ["An address twice."]})
+        if sum(share["total"] for share in shares) > attrs["total"]:
+            raise serializers.ValidationError(
+                {"instances": ["More requests than the sample's total."]}
+            )
+        if sum(share["errors"] for share in shares) > attrs["errors"]:
+            raise serializers.ValidationError({"instances": ["More errors than the sample's."]})
         return attrs
 
 
@@ -122,6 +170,9 @@ class IngestSerializer(GatewayReportSerializer):
                 errors=s["errors"],
                 latency_ms_p95=s["latency_ms_p95"],
                 lane=s["lane"],
+                instances=tuple(
+                    (share["address"], share["total"], share["errors"]) for share in s["instances"]
+                ),
             )
             for s in self.validated_data["samples"]
         ]

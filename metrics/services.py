@@ -281,7 +281,8 @@ def _window(figures: Figures, span: int) -> events.MetricsWindow:
 
 
 def live_updates(now: int) -> list[events.MetricsUpdated]:
-    """One update per series with traffic in the last 10 s, its windows ending at `now`."""
+    """One update per series with traffic in the last 5 minutes (the longest window), its
+    windows ending at `now`."""
     at = time.time()
     return [
         events.MetricsUpdated(
@@ -315,6 +316,34 @@ def prune(now: float | None = None) -> int:
     deleted, _ = MinuteRollup.objects.filter(minute__lt=oldest // 60 * 60).delete()
     MinuteLatency.objects.filter(minute__lt=oldest // 60 * 60).delete()
     return deleted
+
+
+# Per-instance traffic: over the last minute, a success rate from this many requests.
+INSTANCE_SPAN = live.SPANS["1m"]
+INSTANCE_MIN_REQUESTS = 50
+
+
+@dataclass(frozen=True)
+class InstanceTraffic:
+    requests: int
+    per_second: float
+    success_rate: float | None  # percent; None below INSTANCE_MIN_REQUESTS
+
+
+def instance_traffic(service: str, now: int | None = None) -> dict[str, InstanceTraffic]:
+    """By instance address ("host:port"): its requests of the last minute ending at `now`,
+    as gateways that tell which instance answered reported them."""
+    now = int(time.time()) if now is None else now
+    return {
+        address: InstanceTraffic(
+            requests=figures.total,
+            per_second=round(figures.total / INSTANCE_SPAN, 2),
+            success_rate=figures.success_rate() if figures.total >= INSTANCE_MIN_REQUESTS else None,
+        )
+        for address, figures in live.store()
+        .by_instance(service, now - INSTANCE_SPAN + 1, now)
+        .items()
+    }
 
 
 def window_figures(

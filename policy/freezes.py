@@ -6,6 +6,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+import events
 from audit import log as audit_log
 from policy.models import Freeze
 
@@ -71,6 +72,7 @@ def create_freeze(
             before=None,
             after=_view(freeze),
         )
+    events.publish_best_effort(events.FreezeChanged(freeze=freeze.pk))
     return freeze
 
 
@@ -98,4 +100,5 @@ def end_freeze(freeze_id: int, *, actor: str, source: str) -> Freeze | None:
             before=before,
             after=_view(ended) if ended else None,
         )
+    events.publish_best_effort(events.FreezeChanged(freeze=freeze_id))
     return ended

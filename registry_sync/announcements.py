@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import cast
 
 import events
-from registry_sync.models import Instance
+from registry_sync.models import Instance, LifecycleEvent
 from registry_sync.serializers import InstanceSerializer
 from registry_sync.signals import routable_instances_changed
 
@@ -26,6 +26,14 @@ def instances_changed(rows: list[Instance], *, registry: str = "") -> None:
                 instance=cast(events.InstanceFields, dict(InstanceSerializer(row).data)),
             )
             for row in rows
+        )
+    )
+
+
+def lifecycle_reported(row: LifecycleEvent) -> None:
+    events.publish_best_effort(
+        events.LifecycleReported(
+            service=row.service, instance=f"{row.host}:{row.port}", event=row.event
         )
     )
 

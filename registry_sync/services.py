@@ -183,9 +183,12 @@ TIMELINE_EVENTS_READ = 500
 
 
 def record_lifecycle_event(data: dict, *, reporter: str) -> LifecycleEvent:
+    """Store the event; the service page's timeline gets it live."""
     # A transaction, as every use case's write: what graylane.outages counts as the change.
     with transaction.atomic():
-        return LifecycleEvent.objects.create(**data, reporter=reporter[:255])
+        row = LifecycleEvent.objects.create(**data, reporter=reporter[:255])
+    announcements.lifecycle_reported(row)
+    return row
 
 
 def lifecycle_events(service: str, since=None):

@@ -2,7 +2,9 @@
 one-second windows for the dashboard (`POST /api/v1/metrics/`, the contract's sample
 shape) and as running totals in Prometheus text: two counters and a latency histogram. The
 lane is that of a GRAY request ("gray" for the gray lane); other requests have none, and
-their samples carry no `lane`.
+their samples carry no `lane`. Each sample also splits its requests and errors by the
+instance that answered them (`instances`, by "host:port"), for the service page's
+per-instance traffic.
 
 An error is a 5xx answer or a failed proxy attempt the client saw (both are answered
 with 5xx by the gateway). The per-request cost is a dict lookup and a list append: the
@@ -45,7 +47,8 @@ def p95(latencies: list[float]) -> float:
 
 class Metrics:
     def __init__(self) -> None:
-        self._window: dict[Key, list] = {}  # key -> [total, errors, [latency ms, ...]]
+        # key -> [total, errors, [latency ms, ...], {instance address: [total, errors]}]
+        self._window: dict[Key, list] = {}
         self._window_start = time.time()
         self.totals: dict[Key, int] = {}
         self.errors: dict[Key, int] = {}
@@ -56,16 +59,31 @@ class Metrics:
         self.registry.register(_Collector(self))
 
     def record(
-        self, service: str, version: str, error: bool, latency_ms: float, lane: str | None = None
+        self,
+        service: str,
+        version: str,
+        error: bool,
+        latency_ms: float,
+        lane: str | None = None,
+        address: str | None = None,
     ) -> None:
+        """One request answered; `address` ("host:port"): the instance that answered it,
+        None when none did (no routable instance)."""
         key = (service, version, lane)
         entry = self._window.get(key)
         if entry is None:
-            entry = self._window[key] = [0, 0, []]
+            entry = self._window[key] = [0, 0, [], {}]
         entry[0] += 1
         if error:
             entry[1] += 1
         entry[2].append(latency_ms)
+        if address is not None:
+            by_address = entry[3].get(address)
+            if by_address is None:
+                by_address = entry[3][address] = [0, 0]
+            by_address[0] += 1
+            if error:
+                by_address[1] += 1
 
     def flush(self, now: float | None = None) -> list[dict]:
         """The samples of the window that ends now (the contract's shape), and a new one."""
@@ -74,7 +92,7 @@ class Metrics:
         window_s = max(1, round(now - self._window_start))
         self._window_start = now
         samples = []
-        for key, (total, errors, latencies) in window.items():
+        for key, (total, errors, latencies, by_address) in window.items():
             service, version, lane = key
             self.totals[key] = self.totals.get(key, 0) + total
             self.errors[key] = self.errors.get(key, 0) + errors
@@ -96,6 +114,11 @@ class Metrics:
             }
             if lane is not None:
                 sample["lane"] = lane
+            if by_address:
+                sample["instances"] = [
+                    {"address": address, "total": counts[0], "errors": counts[1]}
+                    for address, counts in sorted(by_address.items())
+                ]
             samples.append(sample)
         return samples
 

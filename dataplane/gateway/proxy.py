@@ -890,8 +890,14 @@ class ClientConnection(asyncio.Protocol):
         if exchange.service:
             error = exchange.failed or exchange.status >= 500
             latency_ms = (time.perf_counter() - exchange.started) * 1000
+            instance = exchange.instance
             self.context.metrics.record(
-                exchange.service, exchange.metric_version, error, latency_ms, exchange.lane
+                exchange.service,
+                exchange.metric_version,
+                error,
+                latency_ms,
+                exchange.lane,
+                None if instance is None else f"{instance.address[0]}:{instance.address[1]}",
             )
             sample = exchange.sample
             if sample is not None and self.context.sampler is not None:

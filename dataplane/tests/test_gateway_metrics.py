@@ -34,6 +34,20 @@ def test_a_window_becomes_samples_per_service_and_version():
     assert f'graylane_gateway_latency_seconds_sum{{lane="",{v1}}} 5.05' in text
 
 
+def test_a_sample_splits_its_requests_by_the_instance_that_answered():
+    metrics = Metrics()
+    for n in range(6):
+        address = "10.0.0.1:7201" if n % 3 else "10.0.0.2:7201"
+        metrics.record("user-app", "V1", error=n == 4, latency_ms=2.0, address=address)
+    metrics.record("user-app", "V1", error=True, latency_ms=0.1)  # no instance could answer
+    (sample,) = metrics.flush(now=1764478800.4)
+    assert (sample["total"], sample["errors"]) == (7, 2)
+    assert sample["instances"] == [
+        {"address": "10.0.0.1:7201", "total": 4, "errors": 1},
+        {"address": "10.0.0.2:7201", "total": 2, "errors": 0},
+    ]
+
+
 def test_the_latency_histogram_counts_every_request_once_across_windows():
     metrics = Metrics()
     for latency_ms in (0.05, 0.1, 0.3, 0.3, 31.0):

@@ -25,10 +25,15 @@ def test_each_span_sums_the_seconds_inside_it(windows):
     assert spans["5m"].p95() == latency.upper_edge(latency.bucket_of(5.0))
 
 
-def test_only_series_with_traffic_in_the_last_10_s_are_active(windows):
+def test_a_series_quiet_for_a_while_counts_down_until_its_last_sample_is_5_min_old(windows):
     now = int(time.time())
     windows.accept("gw-1", [s(now - 5, version="V2"), s(now - 30, version="V1")])
-    assert list(windows.figures(now)) == [("user-app", "V2")]
+    windows.accept("gw-1", [s(now - 300, version="V3")])
+    figures = windows.figures(now)
+    assert list(figures) == [("user-app", "V1"), ("user-app", "V2")]
+    quiet = figures[("user-app", "V1")]
+    assert (quiet["10s"].total, quiet["1m"].total, quiet["5m"].total) == (0, 10, 10)
+    assert quiet["10s"].success_rate() is None
 
 
 def test_a_sample_is_counted_once_per_gateway_and_withdrawn_on_failure(windows):

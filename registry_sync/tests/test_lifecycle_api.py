@@ -115,3 +115,30 @@ def test_the_service_page_shows_each_instance_run_with_durations(api, client, ma
     assert "+3.00 s" in timeline  # warmed, 3 s after starting
     assert "+1.50 s" in timeline  # in-flight 0, 1.5 s into the drain
     assert "62.00 s" in timeline  # the whole run
+
+
+def test_a_reported_step_goes_to_the_live_pages_and_its_timeline_is_fetched_again(
+    api, client, make_user, monkeypatch
+):
+    import events
+
+    sent = []
+    monkeypatch.setattr(events, "publish", lambda *published: sent.extend(published))
+    Service.objects.create(name="user-app")
+    assert report(api("service", "fleet"), event="starting", detail={}).status_code == 202
+    assert [event.as_json() for event in sent] == [
+        {
+            "type": "lifecycle",
+            "service": "user-app",
+            "instance": "10.0.0.5:7201",
+            "event": "starting",
+        }
+    ]
+    client.force_login(make_user("vera", "viewer"))
+    fragment = client.get("/services/user-app/lifecycle/")
+    assert fragment.status_code == 200
+    html = fragment.content.decode()
+    assert '<section class="card" id="lifecycle"' in html and "<html" not in html
+    assert "<code>10.0.0.5:7201</code>" in html and "starting" in html
+    assert 'data-url="/services/user-app/lifecycle/"' in html
+    assert client.get("/services/no-such-app/lifecycle/").status_code == 404

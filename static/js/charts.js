@@ -30,6 +30,7 @@
   // version -> {ts: {rate, p95, perSecond, total}}; history points per step, live per second.
   var points = {};
   var live = {}; // version -> the newest metrics message
+  var loaded = {}; // version -> {total, ok} of the last 5 minutes in the history loaded
   var markers = [];
   var charts = {};
   var statusList = document.getElementById("version-status");
@@ -57,10 +58,13 @@
       loadMarkers(since),
     ]).then(function (answers) {
       var rates = answers[0], latencies = answers[1];
+      loaded = {};
       if (rates) Object.keys(rates.series).forEach(function (version) {
+        var last5 = (loaded[version] = { total: 0, ok: 0 });
         rates.series[version].forEach(function (p) {
           var at = point(version, p[0]);
           at.rate = p[1]; at.total = p[2]; at.perSecond = p[2] / step;
+          if (p[0] >= now() - 300) { last5.total += p[2]; last5.ok += p[2] * p[1] / 100; }
         });
       });
       if (latencies) Object.keys(latencies.series).forEach(function (version) {
@@ -181,21 +185,22 @@
     element.dataset.last = JSON.stringify(last);
   }
 
+  // A version's headline: the newest live message's figures, those the chart's newest
+  // point plots (its 10 s window: `now`) and its 5 minutes. The server sends them every
+  // second while a version has requests in its 5 minutes, so once they stop for 10 s it
+  // has none. Before the first message: the 5 minutes of the history loaded, and no `now`.
   function statusOf(version) {
     var message = live[version];
-    var total, rate;
-    if (message && message.ts >= now() - 10) {
+    if (message && message.ts < now() - 10) return { total: 0, rate: null, now: null };
+    if (message) {
       var w = message.windows[STATUS_WINDOW];
-      total = w.total; rate = w.success_rate;
-    } else {
-      total = 0; var ok = 0;
-      Object.keys(points[version] || {}).forEach(function (ts) {
-        var p = points[version][ts];
-        if (Number(ts) >= now() - 300 && p.rate !== undefined) { total += p.total; ok += p.total * p.rate / 100; }
-      });
-      rate = total ? 100 * ok / total : null;
+      return {
+        total: w.total, rate: w.success_rate,
+        now: message.total >= MIN_POINT_REQUESTS ? message.success_rate : null,
+      };
     }
-    return { total: total, rate: rate };
+    var history = loaded[version] || { total: 0, ok: 0 };
+    return { total: history.total, rate: history.total ? 100 * history.ok / history.total : null, now: null };
   }
 
   function renderStatus() {
@@ -204,12 +209,14 @@
       var status = statusOf(v);
       var item = document.createElement("li");
       item.dataset.version = v;
+      item.dataset.now = status.now == null ? "" : String(status.now);
+      var now = status.now == null ? "" : status.now.toFixed(2) + " % now · ";
       if (status.total < MIN_REQUESTS) {
         item.dataset.state = "insufficient";
-        item.textContent = v + ": not enough data (" + status.total + " requests in 5 min)";
+        item.textContent = v + ": " + now + "not enough data (" + status.total + " requests in 5 min)";
       } else {
         item.dataset.state = "ok";
-        item.textContent = v + ": " + status.rate.toFixed(2) + " % of " + status.total + " requests in 5 min";
+        item.textContent = v + ": " + now + status.rate.toFixed(2) + " % of " + status.total + " requests in 5 min";
       }
       statusList.appendChild(item);
     });
@@ -276,6 +283,9 @@
       loadHistory();
     });
   });
+  // Messages stop when a version has had no requests for 5 minutes: the headline says so
+  // without one.
+  setInterval(renderStatus, 2000);
   window.addEventListener("resize", function () {
     Object.keys(charts).forEach(function (id) {
       charts[id].plot.setSize({ width: Math.max(document.getElementById(id).clientWidth, 300), height: 180 });

@@ -1,4 +1,5 @@
-// Service page: instance rows follow `instance` events from the live websocket.
+// Service page: instance rows follow `instance` events from the live websocket, and their
+// traffic the service's `metrics` messages.
 (function () {
   "use strict";
   var table = document.getElementById("instances");
@@ -44,4 +45,21 @@
       .then(function (body) { if (body) body.results.forEach(show); });
   });
   window.graylaneLive.on("registry", function () { window.location.reload(); });
+
+  // Each instance's traffic of the last minute (the cells as the server renders them),
+  // fetched again while the service's figures come in, every 5 s at most.
+  var trafficAt = 0;
+  window.graylaneLive.on("metrics", function (message) {
+    if (message.service !== service || Date.now() - trafficAt < 5000) return;
+    trafficAt = Date.now();
+    fetch(table.dataset.trafficUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(function (body) {
+        if (!body) return;
+        Object.keys(body.cells).forEach(function (id) {
+          var cell = table.querySelector('tr[data-instance-id="' + id + '"] [data-field="traffic"]');
+          if (cell) cell.innerHTML = body.cells[id];
+        });
+      });
+  });
 })();
