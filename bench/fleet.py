@@ -4,7 +4,7 @@ the server CPU each publish costs per gateway as the fleet grows, and metrics in
 
 Run:  .venv/bin/python bench/fleet.py --database postgres://.../NAME --redis URL
                                       [--sizes 1000,2000,5000] [--publishes 110] [--warmup 3]
-                                      [--processes 4] [--metrics 500,1000,2000,5000]
+                                      [--processes 4] [--metrics 100,250,...,5000]
                                       [--metrics-seconds 10] [--quick]
 
 Two uvicorn replicas serve graylane.asgi on one PostgreSQL database (NAME must contain
@@ -101,7 +101,7 @@ def parse_args(argv=None):
     parser.add_argument("--warmup", type=int, default=3, help="publishes not measured (3)")
     parser.add_argument("--processes", type=int, default=4, help="gateways' processes (4)")
     parser.add_argument(
-        "--metrics", type=numbers, help="gateways posting metrics, a step each (500,...,5000)"
+        "--metrics", type=numbers, help="gateways posting metrics, a step each (100,...,5000)"
     )
     parser.add_argument("--metrics-seconds", type=int, help="seconds per metrics step (10)")
     parser.add_argument("--no-metrics", action="store_true", help="leave ingestion out")
@@ -127,7 +127,9 @@ def parse_args(argv=None):
 
 
 def metric_steps(biggest: int) -> list[int]:
-    return sorted({max(1, biggest * share // 10) for share in (1, 2, 4, 6, 8, 10)})
+    """From a hundred gateways up to the whole fleet, roughly doubling."""
+    steps = [n for n in (100, 250, 500, 1000, 2000, 3500) if n < biggest]
+    return [*steps, biggest]
 
 
 # -- the gateways' processes ---------------------------------------------------------------------
@@ -366,6 +368,7 @@ async def measure_size(args, size, fleet, servers, operator, directory, percents
         for _ in range(args.warmup):
             await publish(operator, next(percents), size, among)
             await asyncio.sleep(PAUSE_SECONDS)
+        await asyncio.sleep(2.0)  # the last round's re-polls are in: only holding is left
         idle_start = sum(servers_cpu(servers))
         await asyncio.sleep(IDLE_SECONDS)
         idle = (sum(servers_cpu(servers)) - idle_start) / IDLE_SECONDS
