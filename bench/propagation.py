@@ -313,12 +313,20 @@ class PullGateway(LoopbackClient):
             self.close()
 
 
-def make_gateways(pull: int, push_gateways) -> tuple[list[tuple[str, str]], str]:
-    """The pull and push gateways and an operator; returns the pull gateways' (name, token)
-    and the operator's API token."""
+def make_operator() -> str:
+    """An operator (to publish changes through the API); returns its API token."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
 
+    p = project()
+    operator = get_user_model().objects.create_user("bench-operator")
+    operator.groups.add(Group.objects.get(name=p.OPERATOR))
+    return p.ApiToken.objects.issue(operator)[1]
+
+
+def make_gateways(pull: int, push_gateways) -> tuple[list[tuple[str, str]], str]:
+    """The pull and push gateways and an operator; returns the pull gateways' (name, token)
+    and the operator's API token."""
     p = project()
     pull_gateways = []
     for n in range(pull):
@@ -328,9 +336,7 @@ def make_gateways(pull: int, push_gateways) -> tuple[list[tuple[str, str]], str]
         _, _, push.secret = p.Gateway.objects.create_with_credentials(
             name=f"push-{n}", mode=p.Gateway.PUSH, endpoint=push.url + "/graylane"
         )
-    operator = get_user_model().objects.create_user("bench-operator")
-    operator.groups.add(Group.objects.get(name=p.OPERATOR))
-    return pull_gateways, p.ApiToken.objects.issue(operator)[1]
+    return pull_gateways, make_operator()
 
 
 def newest_generation() -> int:
@@ -339,13 +345,14 @@ def newest_generation() -> int:
     return generations.values_list("number", flat=True).first() or 0
 
 
-def all_acked_at(number: int, gateways: int) -> float | None:
-    """When the control plane recorded the last ack of `number`, once all gateways have it."""
+def all_acked_at(number: int, gateways: int, **among) -> float | None:
+    """When the control plane recorded the last ack of `number`, once all gateways (those
+    `among` filters the gateways to, when given) have it."""
     from django.db.models import Count, Max
 
     acked = (
         project()
-        .Gateway.objects.filter(acked_generation__gte=number)
+        .Gateway.objects.filter(acked_generation__gte=number, **among)
         .aggregate(n=Count("pk"), last=Max("acked_at"))
     )
     return acked["last"].timestamp() if acked["n"] == gateways else None

@@ -14,13 +14,16 @@ that watch every service; every other event goes to GROUP, which every page is i
 
 import asyncio
 import hashlib
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
+import redis
 from asgiref.sync import async_to_sync
 from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
+from channels_redis.pubsub import RedisPubSubChannelLayer
 
 from events.after_commit import best_effort
 from events.payloads import (
@@ -198,15 +201,42 @@ class MetricsUpdated(LiveEvent):
 
 def watched() -> bool:
     """Whether a live page may be listening. False only when the channel layer can tell
-    that nobody is (the in-memory layer holds its groups; Redis's layer cannot say), so
-    that a publisher can skip building events that no one would receive. Safe from any
-    thread."""
+    that nobody is (the in-memory layer holds its groups; on Redis's pub/sub layer a group
+    is a Redis channel, which Redis counts the subscribers of, whichever replica serves the
+    page), so that a publisher can skip building events that no one would receive. Safe
+    from any thread."""
     layer = get_channel_layer()
     if layer is None:
         return False
     if isinstance(layer, InMemoryChannelLayer):
         return bool(layer.groups.get(GROUP))
+    if isinstance(layer, RedisPubSubChannelLayer):
+        return _redis_subscribers(layer, GROUP) != 0
     return True
+
+
+_redis_clients: dict[tuple[int, str], redis.Redis] = {}
+
+
+def _redis_subscribers(layer: RedisPubSubChannelLayer, group: str) -> int | None:
+    """How many subscribe to `group` on the layer's Redis hosts (a group lives on one of
+    them); None when a host cannot say, so that the events are built all the same."""
+    # channels_redis names a group's Redis channel so (RedisPubSubLoopLayer, per loop).
+    channel = f"{layer._kwargs.get('prefix', 'asgi')}__group__{group}"
+    total = 0
+    for host in layer._kwargs.get("hosts") or ["redis://localhost:6379"]:
+        url = host if isinstance(host, str) else host.get("address")
+        if not isinstance(url, str):
+            return None  # a host given as connection arguments: not asked
+        client = _redis_clients.get((os.getpid(), url))
+        if client is None:
+            client = redis.Redis.from_url(url, socket_timeout=1)
+            _redis_clients[(os.getpid(), url)] = client
+        try:
+            total += sum(count for _, count in client.pubsub_numsub(channel))
+        except redis.RedisError:
+            return None
+    return total
 
 
 def publish(*events: LiveEvent) -> None:

@@ -25,6 +25,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 from csp.middleware import CSPMiddleware
@@ -96,11 +97,38 @@ def _headers(scope) -> dict[bytes, bytes]:
     return dict(scope["headers"])
 
 
-def _is_secure(scope, headers: dict[bytes, bytes]) -> bool:
-    """HttpRequest.is_secure(), from the scope."""
+@dataclass(frozen=True)
+class _Settings:
+    """The settings every gateway call reads, read once (per settings change): a read of
+    `settings.X` goes through its lazy wrapper, which cost 5 % of the server's CPU per
+    call with thousands of gateways (bench/fleet.py)."""
+
+    proxy_ssl_header: tuple[bytes, str] | None  # (header name in the scope, secure value)
+    use_x_forwarded_host: bool
+    ssl_redirect: bool
+    max_body: int
+
+
+@functools.cache
+def _settings() -> _Settings:
+    proxy = None
     if settings.SECURE_PROXY_SSL_HEADER:
         header, secure_value = settings.SECURE_PROXY_SSL_HEADER
         name = header.removeprefix("HTTP_").lower().replace("_", "-").encode("latin-1")
+        proxy = (name, secure_value)
+    return _Settings(
+        proxy,
+        settings.USE_X_FORWARDED_HOST,
+        settings.SECURE_SSL_REDIRECT,
+        settings.GATEWAY_MAX_BODY_BYTES,
+    )
+
+
+def _is_secure(scope, headers: dict[bytes, bytes]) -> bool:
+    """HttpRequest.is_secure(), from the scope."""
+    proxy = _settings().proxy_ssl_header
+    if proxy is not None:
+        name, secure_value = proxy
         value = headers.get(name)
         if value is not None:
             return value.decode("latin-1").split(",", 1)[0].strip() == secure_value
@@ -109,7 +137,7 @@ def _is_secure(scope, headers: dict[bytes, bytes]) -> bool:
 
 def _host_allowed(scope, headers: dict[bytes, bytes]) -> bool:
     """HttpRequest.get_host() would not raise DisallowedHost."""
-    raw = headers.get(b"x-forwarded-host") if settings.USE_X_FORWARDED_HOST else None
+    raw = headers.get(b"x-forwarded-host") if _settings().use_x_forwarded_host else None
     raw = raw or headers.get(b"host")
     if raw is None:
         server = scope.get("server") or ("", None)
@@ -160,6 +188,7 @@ def _security_headers(secure: bool) -> tuple[tuple[bytes, bytes], ...]:
 
 
 def _settings_changed(**kwargs) -> None:
+    _settings.cache_clear()
     _security_headers.cache_clear()
     _valid_host.cache_clear()
 
@@ -172,13 +201,13 @@ def _refusal(scope, headers: dict[bytes, bytes], secure: bool) -> Answer | None:
     too large: before anything is read or authenticated."""
     if not _host_allowed(scope, headers):
         return endpoints.BAD_HOST
-    if settings.SECURE_SSL_REDIRECT and not secure:
+    if _settings().ssl_redirect and not secure:
         redirect = _https_redirect(scope)
         if redirect is not None:
             return redirect
     length = headers.get(b"content-length")
     return endpoints.content_length_refusal(
-        None if length is None else length.decode("latin-1"), settings.GATEWAY_MAX_BODY_BYTES
+        None if length is None else length.decode("latin-1"), _settings().max_body
     )
 
 
@@ -186,7 +215,7 @@ async def _serve(endpoint, kwargs, scope, receive, headers) -> Answer | None:
     """The answer, or None when the client went away first."""
     authorization = headers.get(b"authorization", b"").decode("latin-1")
     method = scope["method"]
-    limit = settings.GATEWAY_MAX_BODY_BYTES
+    limit = _settings().max_body
     try:
         body, gone = await _body(receive, limit)
     except _TooLarge:

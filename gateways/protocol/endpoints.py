@@ -33,9 +33,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from channels.db import database_sync_to_async
-
-from gateways import generation
 from gateways.authentication import token_key
 from gateways.protocol import call_batch, wakeup
 from gateways.protocol.call_batch import Ack, Poll, Refusal
@@ -138,17 +135,14 @@ async def poll(method: str, authorization: str, query: Mapping[str, str]) -> Ans
         news = await wakeup.watch.wait(ticket, timeout)
         if news is None:
             if not covered:
-                snapshot = await _current()
+                snapshot = await wakeup.current()
             continue
         ticket, announced = news
         if announced is None:  # made by another process: read it from the database
-            snapshot = await _current()
+            snapshot = await wakeup.current()
         elif announced.number > snapshot.number:
             snapshot = announced
     return _document(snapshot, name)
-
-
-_current = database_sync_to_async(generation.current, thread_sensitive=False)
 
 
 class _BadParameter(Exception):

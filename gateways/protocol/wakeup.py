@@ -2,9 +2,10 @@
 
 A bump in this process wakes this process's pollers directly and hands them the new
 document, so they answer without touching the database. With REDIS_URL set it is also
-published on Redis: a bump in a Celery worker (instances changed) must wake the pollers
-held by the web servers, which relay such announcements to their own `watch` and then read
-the newest generation from the database.
+published on Redis: a bump in a Celery worker (instances changed) or another replica must
+wake the pollers held by this web server, whose relay reads the newest generation from the
+database once and hands it to its pollers (a read per poller was a query per gateway on
+every publish).
 """
 
 import asyncio
@@ -15,9 +16,11 @@ import weakref
 
 import redis
 import redis.asyncio as aioredis
+from channels.db import database_sync_to_async
 from django.conf import settings
 
 from events.after_commit import best_effort
+from gateways import generation
 from gateways.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -121,7 +124,7 @@ class RedisRelay:
                             self.subscribed.set()
                             delay = 0.5
                         elif message["type"] == "message":
-                            watch.announce(None)
+                            watch.announce(await _newest())
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -133,6 +136,19 @@ class RedisRelay:
             watch.announce(None)
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.RECONNECT_MAX)
+
+
+current = database_sync_to_async(generation.current, thread_sensitive=False)
+
+
+async def _newest() -> Snapshot | None:
+    """The newest generation, or None when the database cannot say now (each poller then
+    reads it itself, as after a reconnect)."""
+    try:
+        return await current()
+    except Exception as exc:
+        log.warning("Gateway wake-up relay could not read the newest generation (%s).", exc)
+        return None
 
 
 _relays: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RedisRelay]" = (

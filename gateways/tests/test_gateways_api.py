@@ -393,3 +393,15 @@ def test_a_gateway_endpoint_at_a_metadata_address_is_refused(api, mode):
         "169.254.169.254 is a cloud metadata address: refused (OUTBOUND_DENIED_NETWORKS)"
     ]
     assert not Gateway.objects.filter(name="meta").exists()
+
+
+@GATEWAY_ENDPOINT
+def test_gateways_made_in_bulk_each_poll_with_their_own_token():
+    made = Gateway.objects.bulk_create_with_credentials(["fleet-0", "fleet-1", "fleet-2"])
+    assert [name for name, _ in made] == ["fleet-0", "fleet-1", "fleet-2"]
+    assert len({token for _, token in made}) == 3
+    for name, token in made:
+        response = gateway_client(token).get("/api/v1/gateway-config/")
+        assert response.status_code == 200
+        assert response["X-Graylane-Gateway"] == name
+    assert set(Gateway.objects.values_list("mode", flat=True)) == {Gateway.PULL}
