@@ -4,9 +4,12 @@ Nacos clients configured with a username and password work unchanged:
 * `POST /nacos/v1/auth/login` trades `username` and `password` for an `accessToken`;
 * every naming call carries it, as the `accessToken` parameter (query or form) or as
   `Authorization: Bearer <token>`;
-* a refusal is HTTP 403 with Nacos' text: `unknown user!` (login), `user not found!` (no
-  credentials), `token invalid!`, `token expired!`, `authorization failed!` (a known user
-  whose role does not allow the registry).
+* or, with no accessToken, the call carries `username` and `password` itself (as the Node.js
+  SDK nacos-naming does on every call), checked as the login checks them: django-axes counts
+  the failures and locks the username out from that address after AXES_FAILURE_LIMIT;
+* a refusal is HTTP 403 with Nacos' text: `unknown user!` (login, or a wrong username or
+  password on a call), `user not found!` (no credentials), `token invalid!`, `token
+  expired!`, `authorization failed!` (a known user whose role does not allow the registry).
 
 An accessToken is the user's id signed with a timestamp (django.core.signing), valid for
 EMBEDDED_REGISTRY_TOKEN_TTL seconds and bound to the user's password: a new password, a
@@ -17,17 +20,21 @@ EMBEDDED_REGISTRY_AUTH=false waives credentials for requests from loopback only,
 for proxied ones (a `Forwarded` or `X-Forwarded-For` header): a proxy on this host would
 otherwise open the registry to everyone behind it."""
 
+import contextlib
 import ipaddress
 from dataclasses import dataclass
 
+from axes.handlers.proxy import AxesProxyHandler
 from django.conf import settings
 from django.contrib.auth import authenticate, get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import User
 from django.core import signing
+from django.core.cache import cache
 from django.http import HttpRequest, QueryDict
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
+from redis.exceptions import RedisError
 
 from accounts.models import ApiToken, hash_token
 from accounts.roles import ADMIN, has_role, may_use_registry
@@ -35,6 +42,7 @@ from embedded_registry import clock
 
 # Its module path when tokens were first issued: a new salt would end the ones held now.
 SALT = "registry_sync.nacos_auth.access_token"
+CHECKED_SALT = "embedded_registry.nacos_auth.checked_password"
 ANONYMOUS = "anonymous"
 
 # Nacos' texts (AccessException messages of its auth manager).
@@ -142,16 +150,62 @@ def _user_of_api_token(key: str) -> User:
     return token.user
 
 
+def _checked_key(user: AbstractBaseUser, password: str) -> str:
+    """Where a successful check of (user, password) is remembered: a keyed hash (SECRET_KEY),
+    so the cache never holds a password, over the user's password hash too, so a new
+    password (a new hash, a new salt) misses what the old one left."""
+    pair = f"{user.get_username()}\0{password}\0{user.password}"
+    digest = salted_hmac(CHECKED_SALT, pair, algorithm="sha256").hexdigest()
+    return f"embedded_registry:checked:{digest}"
+
+
+# The cache only saves work: with Redis down, every call's password is checked.
+def _was_checked(key: str) -> bool:
+    try:
+        return bool(cache.get(key))
+    except RedisError:
+        return False
+
+
+def _remember_checked(key: str) -> None:
+    if settings.EMBEDDED_REGISTRY_PASSWORD_CACHE_SECONDS:
+        with contextlib.suppress(RedisError):
+            cache.set(key, True, timeout=settings.EMBEDDED_REGISTRY_PASSWORD_CACHE_SECONDS)
+
+
+def _user_of_password(request: HttpRequest, username: str, password: str) -> User:
+    """Nacos' credentials without an accessToken. Clients send them on every heartbeat and
+    a password hash costs tens of milliseconds of CPU by design, so a success is remembered
+    for EMBEDDED_REGISTRY_PASSWORD_CACHE_SECONDS; a locked-out username is always checked
+    again, so the cache never answers for a lock (nor tells a guesser its guess was right)."""
+    model = get_user_model()
+    user = model.objects.filter(**{model.USERNAME_FIELD: username}, is_active=True).first()
+    if (
+        user is not None
+        and _was_checked(_checked_key(user, password))
+        and AxesProxyHandler.is_allowed(request, {"username": username})
+    ):
+        return user
+    checked = authenticate(request, username=username, password=password)
+    if checked is None:
+        raise AccessDenied(UNKNOWN_USER)
+    _remember_checked(_checked_key(checked, password))
+    return checked
+
+
 def actor_of(request: HttpRequest, params: QueryDict) -> str:
     """The username a naming call comes from (the audit log's actor), or AccessDenied.
     Credentials that are sent are always checked; only missing ones may be waived."""
     credential = _credential(request, params)
-    if not credential:
+    username, password = params.get("username") or "", params.get("password") or ""
+    if not credential and not (username or password):
         if not settings.EMBEDDED_REGISTRY_AUTH and is_local(request):
             return ANONYMOUS
         raise AccessDenied(NO_CREDENTIALS)
+    if not credential:
+        user = _user_of_password(request, username, password)
     # A signed accessToken has colons (value:timestamp:signature); an API key is hex.
-    if ":" in credential:
+    elif ":" in credential:
         user = _user_of_access_token(credential)
     else:
         user = _user_of_api_token(credential)

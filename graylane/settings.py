@@ -300,6 +300,14 @@ if REDIS_URL:
         }
     }
     CELERY_BROKER_URL = REDIS_URL
+    # Shared by replicas: what one checked (embedded_registry's credentials), all know.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": REDIS_PREFIX,
+        }
+    }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "events.channel_layers.InProcessChannelLayer"}}
     CELERY_BROKER_URL = ""
@@ -395,6 +403,11 @@ REGISTRY_TIMEOUT = env_float("REGISTRY_TIMEOUT", 3.0, minimum=0.1)
 # Off: requests from loopback need none (everyone else still does).
 EMBEDDED_REGISTRY_AUTH = env_bool("EMBEDDED_REGISTRY_AUTH", True)
 EMBEDDED_REGISTRY_TOKEN_TTL = env_int("EMBEDDED_REGISTRY_TOKEN_TTL", 18000, minimum=1)
+# Clients that send username + password on every call (no accessToken): how long a
+# successful check is remembered (a password change ends it at once); 0 checks every call.
+EMBEDDED_REGISTRY_PASSWORD_CACHE_SECONDS = env_int(
+    "EMBEDDED_REGISTRY_PASSWORD_CACHE_SECONDS", 60, minimum=0
+)
 # Release metrics (metrics/): what gateways report, live and per minute.
 METRICS_RETENTION_DAYS = env_float("METRICS_RETENTION_DAYS", 14.0, minimum=0.01)
 METRICS_MAX_AGE_SECONDS = env_int("METRICS_MAX_AGE_SECONDS", 600, minimum=10)

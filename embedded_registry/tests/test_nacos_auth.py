@@ -18,6 +18,7 @@ from nacos.exception import NacosException
 from accounts.models import ApiToken
 from accounts.roles import VIEWER, has_role, role_of
 from audit.models import AuditEntry
+from embedded_registry import nacos_auth
 from embedded_registry.models import EmbeddedInstance
 from embedded_registry.nacos_auth import SALT
 
@@ -305,3 +306,93 @@ def test_auth_off_still_wants_credentials_from_anywhere_else(client, settings, m
 def test_auth_off_still_checks_credentials_that_are_sent(client, settings):
     settings.EMBEDDED_REGISTRY_AUTH = False
     assert naming(client, "not-a-token").content == b"token invalid!"
+
+
+# username + password on the call itself (no accessToken), as the Node.js SDK sends them
+
+
+def with_password(client, password="pw-for-tests", username="fleet", **extra):
+    return form_post(client, NAMING, {**INSTANCE, "username": username, "password": password},
+                     **extra)  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_username_and_password_on_a_call_open_the_registry_audited_under_the_user(
+    client, make_user
+):
+    make_user("fleet", "service")
+    assert (with_password(client).status_code, with_password(client).content) == (200, b"ok")
+    listed = client.get(LIST, {"serviceName": "user-app", "username": "fleet",
+                               "password": "pw-for-tests"})  # fmt: skip
+    assert [h["ip"] for h in listed.json()["hosts"]] == ["10.0.0.5"]
+    assert {e.actor for e in AuditEntry.objects.all()} == {"fleet"}
+    # An accessToken, when sent, is what counts (as in Nacos): a bad one is not rescued.
+    params = {**INSTANCE, "username": "fleet", "password": "pw-for-tests", "accessToken": "x"}
+    assert form_post(client, NAMING, params).content == b"token invalid!"
+
+
+@pytest.mark.django_db
+def test_wrong_username_or_password_on_a_call_is_nacos_403_unknown_user(client, make_user):
+    make_user("fleet", "service")
+    make_user("viewer", VIEWER)
+    for username, password in (("fleet", "wrong"), ("nobody", "pw-for-tests"), ("fleet", ""),
+                               ("", "pw-for-tests")):  # fmt: skip
+        response = with_password(client, password, username)
+        assert (response.status_code, response.content) == (403, b"unknown user!")
+    assert with_password(client, username="viewer").content == b"authorization failed!"
+    assert not EmbeddedInstance.objects.exists()
+
+
+@pytest.mark.django_db
+def test_wrong_passwords_on_calls_lock_the_username_out_like_the_login(client, make_user, settings):
+    settings.AXES_ENABLED = True  # off for the rest of the suite (graylane/test_settings.py)
+    make_user("fleet", "service")
+    assert with_password(client).status_code == 200  # remembered: the lock must still win
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        assert with_password(client, "wrong").status_code == 403
+    locked = with_password(client, "wrong")
+    assert locked.status_code == 429 and "locked" in locked.json()["detail"]
+    assert with_password(client).status_code == 429  # even the right password, until cool-off
+    login_locked = form_post(client, LOGIN, {"username": "fleet", "password": "pw-for-tests"})
+    assert login_locked.status_code == 429
+    assert with_password(client, REMOTE_ADDR="10.1.2.3").status_code == 200  # another address
+
+
+@pytest.fixture
+def password_checks(monkeypatch) -> list[str]:
+    """The usernames whose password the registry checked (Django's authenticate())."""
+    checks: list[str] = []
+    real_authenticate = nacos_auth.authenticate
+
+    def counted(request, **credentials):
+        checks.append(credentials["username"])
+        return real_authenticate(request, **credentials)
+
+    monkeypatch.setattr(nacos_auth, "authenticate", counted)
+    return checks
+
+
+@pytest.mark.django_db
+def test_a_checked_password_is_remembered_until_it_changes(client, make_user, password_checks):
+    """Heartbeats every 5 s must not each pay for a password hash; a new password (or a
+    deactivated user) must not be let in by what was remembered."""
+    user = make_user("fleet", "service")
+    for _ in range(3):
+        assert with_password(client).status_code == 200
+    assert password_checks == ["fleet"]
+    user.set_password("another-password")
+    user.save()
+    assert with_password(client).content == b"unknown user!"
+    assert with_password(client, "another-password").status_code == 200
+    user.is_active = False
+    user.save()
+    assert with_password(client, "another-password").content == b"unknown user!"
+
+
+@pytest.mark.django_db
+def test_with_the_cache_off_every_call_is_checked(client, make_user, password_checks, settings):
+    settings.EMBEDDED_REGISTRY_PASSWORD_CACHE_SECONDS = 0
+    make_user("fleet", "service")
+    for _ in range(3):
+        assert with_password(client).status_code == 200
+    assert password_checks == ["fleet"] * 3
