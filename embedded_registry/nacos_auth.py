@@ -175,7 +175,7 @@ def _remember_checked(key: str) -> None:
 
 def _user_of_password(request: HttpRequest, username: str, password: str) -> User:
     """Nacos' credentials without an accessToken. Clients send them on every heartbeat and
-    a password hash costs tens of milliseconds of CPU by design, so a success is remembered
+    a password hash is slow by design (PBKDF2: bench/nacos_auth.py), so a success is remembered
     for EMBEDDED_REGISTRY_PASSWORD_CACHE_SECONDS; a locked-out username is always checked
     again, so the cache never answers for a lock (nor tells a guesser its guess was right)."""
     model = get_user_model()
