@@ -158,4 +158,9 @@ def test_a_wrong_password_is_refused_and_registers_nothing(dashboard, viewer):
         time.sleep(6)  # a heartbeat (every 5 s, with the beat info) is refused as well
     finally:
         client.close()
+    listed = httpx.get(
+        f"{dashboard.url}/nacos/v1/ns/instance/list",
+        params={"serviceName": SERVICE, "username": FLEET_USER, "password": FLEET_PASSWORD},
+    )
+    assert 7309 not in [h["port"] for h in listed.json()["hosts"]]
     assert 7309 not in [p for _, p, _ in graylane_instances(viewer)]
