@@ -21,6 +21,7 @@ from audit.models import AuditEntry
 from embedded_registry import nacos_auth
 from embedded_registry.models import EmbeddedInstance
 from embedded_registry.nacos_auth import SALT
+from testing.processes import free_port
 
 logging.getLogger("nacos").setLevel(logging.CRITICAL)
 
@@ -396,3 +397,18 @@ def test_with_the_cache_off_every_call_is_checked(client, make_user, password_ch
     for _ in range(3):
         assert with_password(client).status_code == 200
     assert password_checks == ["fleet"] * 3
+
+
+@pytest.mark.django_db
+def test_with_the_cache_unreachable_every_call_is_checked(
+    client, make_user, password_checks, settings
+):
+    """The cache only saves work: Redis down must not refuse the fleet."""
+    dead = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": dead}
+    }
+    make_user("fleet", "service")
+    for _ in range(2):
+        assert with_password(client).status_code == 200
+    assert password_checks == ["fleet"] * 2
