@@ -177,5 +177,5 @@ def test_the_overview_shows_the_gateway_and_the_simulator_offers_the_services(
     assert 'data-field="status">in_sync<' in client.get("/gateways/").content.decode()
 
     simulator = client.get("/simulate/").content.decode()
-    assert '<input list="service-names" name="path"' in simulator
+    assert '<input list="service-names" data-services-list name="path"' in simulator
     assert '<option value="order-app"><option value="user-app">' in simulator

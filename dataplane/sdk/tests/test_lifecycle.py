@@ -53,13 +53,14 @@ def test_registered_only_once_warm(nacos):
 def test_sigterm_disables_then_drains_with_the_marker_then_deregisters(nacos):
     with Instance(nacos.url, "--drain-s", "2") as instance:
         wait_until(lambda: nacos.instance("svc", "127.0.0.1", instance.port) is not None)
-        sent: list[tuple[float, httpx.Response]] = []
+        sent: list[tuple[float, float, httpx.Response]] = []  # (sent at, answered at, answer)
 
         def keep_calling() -> None:  # requests keep coming from before SIGTERM: never quiet
             while instance.popen.poll() is None:
                 at = time.monotonic()
                 try:
-                    sent.append((at, httpx.post(instance.url + "/work", timeout=1)))
+                    answer = httpx.post(instance.url + "/work", timeout=1)
+                    sent.append((at, time.monotonic(), answer))
                 except httpx.TransportError:
                     break  # the port is closed: uvicorn's own shutdown has begun
                 time.sleep(0.02)
@@ -74,14 +75,19 @@ def test_sigterm_disables_then_drains_with_the_marker_then_deregisters(nacos):
         instance.popen.wait(30)
         exited_after = time.monotonic() - sigterm_at
         caller.join(5)
-    after = [answer for at, answer in sent if at > disabled_at]
+    after = [answer for at, _, answer in sent if at > disabled_at]
     assert after and all(a.status_code == 503 for a in after)
     assert all(a.headers[SHUTTING_DOWN_HEADER] == "true" for a in after)
     assert all(a.headers["connection"] == "close" for a in after)
-    assert all(answer.status_code == 200 for at, answer in sent if at < sigterm_at)
+    # Sent before SIGTERM: served, unless the server only read it once shutting down (a
+    # loaded machine delays a request that long); then it says so, and the caller retries.
+    before = [(answer.status_code, answer.headers.get(SHUTTING_DOWN_HEADER), done > sigterm_at)
+              for at, done, answer in sent if at < sigterm_at]  # fmt: skip
+    assert all(status == 200 or (status == 503 and marked == "true" and late)
+               for status, marked, late in before), before  # fmt: skip
     # On a starved machine the caller may pause longer than the quiet period (0.5 s): then
     # the instance rightly leaves early.
-    times = [at for at, _ in sent]
+    times = [at for at, _, _ in sent]
     longest_pause = max(b - a for a, b in zip(times, times[1:], strict=False))
     assert exited_after < 10 * 2.0  # the drain period ends
     if longest_pause < 0.4:
