@@ -284,10 +284,11 @@ def _services_of(
 def _create_services(names: list[str], registry: Registry) -> dict[str, Service]:
     if not names:
         return {}
-    new_services = [Service(name=name, registry=registry) for name in names]
-    Service.objects.bulk_create(new_services)
-    if all(s.pk is not None for s in new_services):  # the backend returned the ids
-        return {s.name: s for s in new_services}
+    # Each registry has its own lease: another registry's sync may have created one of these
+    # names since they were read. Those are skipped rather than failing this sync.
+    Service.objects.bulk_create(
+        [Service(name=name, registry=registry) for name in names], ignore_conflicts=True
+    )
     return {s.name: s for s in Service.objects.filter(name__in=names)}
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 
 import httptools
@@ -19,7 +20,7 @@ import httpx
 
 from accounts.models import ApiToken
 from registry_sync.models import Instance, Registry
-from registry_sync.sync import sync_registry
+from registry_sync.sync import acquire_lease, release_lease, sync_registry
 from testing.processes import GatewayProcess, free_port
 
 OK = "ok"
@@ -232,8 +233,16 @@ class Lab:
         assert response.text == "ok", response.text
 
     def sync(self) -> None:
-        """What the periodic registry sync does, now: new instances become routable."""
-        sync_registry(self.registry)
+        """What the periodic registry sync does, now: new instances become routable. Under
+        the registry's lease like every sync, as a worker's beat may be syncing it too."""
+        deadline = time.monotonic() + 30
+        while not acquire_lease(self.registry):
+            assert time.monotonic() < deadline, "another sync held the registry's lease for 30 s"
+            time.sleep(0.05)
+        try:
+            sync_registry(self.registry)
+        finally:
+            release_lease(self.registry)
 
     def policy(self, **fields) -> dict:
         response = httpx.patch(

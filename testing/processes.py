@@ -234,7 +234,6 @@ class AgentProcess(GatewayProcess):
         super().__init__(dashboard, token, cache_file, *extra, port=port)
         self.args[1:3] = ["-m", "dataplane.agent"]
         self.args += ["--engine", engine, "--workdir", str(workdir)]
-        self.args += ["--admin-port", str(free_port())]
         self.workdir = workdir
 
 

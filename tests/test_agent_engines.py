@@ -5,6 +5,7 @@ under keep-alive load fails no request (Envoy)."""
 import asyncio
 import dataclasses
 import json
+import socket
 import threading
 import time
 import zlib
@@ -46,7 +47,7 @@ def generation_of(number: int, upstreams, users=()) -> object:
 
 
 def make_engine(engine: str, tmp_path):
-    site = Site("127.0.0.1", free_port(), free_port(), tmp_path / engine)
+    site = Site("127.0.0.1", free_port(), 0, tmp_path / engine)
     site.directory.mkdir()
     if engine == "envoy":
         return EnvoyEngine(site, envoy_binary())
@@ -105,6 +106,18 @@ def test_a_configuration_the_engine_refuses_leaves_the_one_in_force(engine, tmp_
     else:
         assert message.startswith("envoy refused it: Proto constraint validation failed")
         assert "LoadBalancingWeight: value must be greater than or equal to 1" in message
+
+
+@pytest.mark.parametrize("engine", engines())
+def test_an_engine_that_cannot_start_says_why(engine, tmp_path):
+    """Its listen port is taken: the error carries the engine's own words, not only its
+    exit status (the agent exits with them; they are all an operator sees in `make run`)."""
+    proxy = make_engine(engine, tmp_path)
+    with (
+        socket.create_server(("127.0.0.1", proxy.site.port)),
+        pytest.raises(RuntimeError, match="Address already in use"),
+    ):
+        asyncio.run(proxy.install(generation_of(1, [])))
 
 
 @pytest.mark.django_db(transaction=True)

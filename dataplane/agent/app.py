@@ -111,7 +111,8 @@ async def serve(options: Options) -> None:
         exited = [task for task in done if task is waiters[1]]
         if exited and not exited[0].cancelled() and exited[0].exception() is None:
             raise SystemExit(
-                f"{engine.kind} exited with {exited[0].result()}; see {options.workdir}"
+                f"{engine.kind} exited with {exited[0].result()}; see {options.workdir}:\n"
+                + engine.last_words()
             )
         log.info("Agent stopped.")
 

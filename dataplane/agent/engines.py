@@ -13,6 +13,7 @@ proxy's own words when it refuses it (the old configuration then stays in force)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -65,6 +66,7 @@ class Engine:
         self.process: asyncio.subprocess.Process | None = None
         self.running: Generation | None = None
         self.version = ""
+        self.output: Path | None = None  # its stdout and stderr, once started
 
     async def stop(self) -> None:
         if self.process is not None and self.process.returncode is None:
@@ -93,7 +95,20 @@ class Engine:
     async def apply(self, generation: Generation) -> None:
         raise NotImplementedError
 
+    def last_words(self, lines: int = 12) -> str:
+        """The end of what the engine wrote (its output, then its own log if separate): why
+        it exited, for the agent's exit message."""
+        tail = []
+        for path in self._logs():
+            with contextlib.suppress(OSError):  # not written yet
+                tail += path.read_text(errors="replace").splitlines()[-lines:]
+        return "\n".join(tail[-lines:])
+
+    def _logs(self) -> list[Path]:
+        return [self.output] if self.output else []
+
     async def _spawn(self, args: list[str], log_file: Path) -> None:
+        self.output = log_file
         with open(log_file, "ab") as output:
             self.process = await asyncio.create_subprocess_exec(
                 *args, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
@@ -104,7 +119,9 @@ class Engine:
         deadline = time.monotonic() + APPLY_TIMEOUT
         while True:
             if self.process is not None and self.process.returncode is not None:
-                raise RuntimeError(f"{self.kind} exited ({self.process.returncode})")
+                raise RuntimeError(
+                    f"{self.kind} exited ({self.process.returncode}):\n{self.last_words()}"
+                )
             outcome = await done()
             if outcome is True:
                 return
@@ -123,6 +140,9 @@ class EnvoyEngine(Engine):
         self.version = _version_of([binary, "--version"], r"/(\d+\.\d+\.\d+)/")
         self.admin = httpx.AsyncClient(base_url=f"http://127.0.0.1:{site.admin_port}", timeout=5)
         self.log_file = site.directory / "envoy.log"
+        # Port 0: Envoy binds a free one and writes where; a port chosen beforehand (say the
+        # listen port + 1) may meanwhile be taken by any local connection's ephemeral port.
+        self.admin_address = site.directory / "admin.address"
 
     def _write(self, generation: Generation) -> None:
         for name, text in render_envoy(generation, self.site).items():
@@ -134,12 +154,28 @@ class EnvoyEngine(Engine):
         self._write(generation)
         args = [self.binary, "-c", str(self.site.directory / "bootstrap.json")]
         args += ["--disable-hot-restart", "-l", "warning", "--log-path", str(self.log_file)]
+        args += ["--admin-address-path", str(self.admin_address)]
         # Its log (a refusal's reason) and the access log (metrics) are read while it runs.
         args += ["--file-flush-interval-msec", "100"]
         if self.site.workers:
             args += ["--concurrency", str(self.site.workers)]
+        self.admin_address.unlink(missing_ok=True)
         await self._spawn(args, self.site.directory / "envoy.out")
+        await self._until(self._admin_bound, "binding its admin interface")
         await self._until(lambda: self._runs(generation, "cds", "rds"), "starting")
+
+    def _logs(self) -> list[Path]:
+        return [*super()._logs(), self.log_file]
+
+    async def _admin_bound(self) -> bool:
+        try:
+            address = self.admin_address.read_text().strip()
+        except FileNotFoundError:
+            return False
+        if not address:
+            return False  # being written
+        self.admin.base_url = httpx.URL(f"http://{address}")
+        return True
 
     async def apply(self, generation: Generation) -> None:
         previous = self.running

@@ -58,7 +58,8 @@ def parse(argv: list[str] | None = None, environ=os.environ) -> Options:
     option(
         "--admin-port",
         "AGENT_ADMIN_PORT",
-        "loopback port of Envoy's admin interface (default: the listen port + 1)",
+        "loopback port of Envoy's admin interface (default: a free one Envoy picks, written to "
+        "WORKDIR/admin.address)",
         type=int,
     )
     option(
@@ -109,7 +110,7 @@ def parse(argv: list[str] | None = None, environ=os.environ) -> Options:
         token=args.token,
         host=host,
         port=port,
-        admin_port=int(args.admin_port) if args.admin_port else port + 1,
+        admin_port=int(args.admin_port) if args.admin_port else 0,
         name=args.name or None,
         cache_file=Path(args.cache_file) if args.cache_file else default_cache_file(port),
         workdir=workdir.resolve(),

@@ -41,7 +41,7 @@ def test_the_agent_takes_the_gateways_shared_options_by_the_same_names():
         "edge-1",
         "10.0.0.0/8",
     )
-    assert options.metrics_interval == 2.0 and options.admin_port == options.port + 1
+    assert options.metrics_interval == 2.0 and options.admin_port == 0
     assert (options.samples, options.sample_rate, options.sample_cap) == (True, 0.1, 200)
     environ = {**environ, "GATEWAY_SAMPLES": "false", "GATEWAY_SAMPLE_RATE": "0.5"}
     options = agent_options.parse([*argv, "--sample-cap", "7"], environ=environ)

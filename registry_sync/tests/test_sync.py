@@ -7,10 +7,10 @@ from django.utils import timezone
 
 from audit.models import AuditEntry
 from registry_sync import draining
-from registry_sync.models import Instance, Registry
+from registry_sync.models import Instance, Registry, Service
 from registry_sync.services import take_offline
 from registry_sync.signals import routable_instances_changed
-from registry_sync.sync import SyncFailed, sync_registry
+from registry_sync.sync import SyncFailed, _create_services, sync_registry
 from registry_sync.tasks import sync_one
 from testing.fakes.eureka_fake import FakeEureka
 
@@ -131,3 +131,20 @@ def test_eureka_out_of_service_is_offline():
         registry = Registry.objects.create(name="eureka", kind="eureka", base_url=eureka.url)
         sync_registry(registry)
         assert states() == {("user-app", "10.0.0.1"): "UP", ("user-app", "10.0.0.2"): "OFFLINE"}
+
+
+def test_a_service_another_registrys_sync_created_meanwhile_does_not_fail_this_sync(
+    nacos_registry,
+):
+    """Each registry syncs under its own lease, so two may create the same new service
+    name at once; the one that commits second must not fail (and go stale) over it."""
+    other = Registry.objects.create(
+        name="eureka", kind=Registry.EUREKA, base_url="http://127.0.0.1:9/eureka"
+    )
+    Service.objects.create(name="user-app", registry=other)  # committed between read and write
+    created = _create_services(["user-app", "order-app"], nacos_registry)
+    assert {name: s.registry for name, s in created.items()} == {
+        "user-app": other,
+        "order-app": nacos_registry,
+    }
+    assert sync_registry(nacos_registry).added == 3
