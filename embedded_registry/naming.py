@@ -105,10 +105,15 @@ def is_healthy(instance: EmbeddedInstance, now: datetime) -> bool:
     return instance.healthy and now - instance.last_beat <= beat_timeout(instance)
 
 
-def purge_expired(namespace: str, group: str | None = None, service: str | None = None) -> int:
-    """Delete ephemeral instances whose last beat is older than their delete timeout."""
+def purge_expired(
+    namespace: str | None, group: str | None = None, service: str | None = None
+) -> int:
+    """Delete ephemeral instances whose last beat is older than their delete timeout (of
+    every namespace for None)."""
     now = clock.now()
-    rows = EmbeddedInstance.objects.filter(namespace=namespace, ephemeral=True)
+    rows = EmbeddedInstance.objects.filter(ephemeral=True)
+    if namespace is not None:
+        rows = rows.filter(namespace=namespace)
     if group is not None:
         rows = rows.filter(group=group)
     if service is not None:
@@ -244,6 +249,15 @@ def beat(key: InstanceKey, beat_info: dict | None) -> bool:
             metadata={str(k): str(v) for k, v in (beat_info.get("metadata") or {}).items()},
         )
         return True
+
+
+def counts() -> tuple[int, int]:
+    """(services, instances) the registry holds, over every namespace and group, expired
+    ones purged first."""
+    purge_expired(None)
+    instances = EmbeddedInstance.objects.all()
+    services = instances.values("namespace", "group", "service").distinct().count()
+    return services, instances.count()
 
 
 def list_instances(

@@ -9,4 +9,5 @@ urlpatterns = [
     path("v1/ns/instance", views.instance, name="nacos-instance"),
     path("v1/ns/instance/beat", views.beat, name="nacos-beat"),
     path("v1/ns/instance/list", views.instance_list, name="nacos-instance-list"),
+    path("v1/ns/operator/metrics", views.operator_metrics, name="nacos-operator-metrics"),
 ]

@@ -311,3 +311,13 @@ def instance_list(request: HttpRequest, actor: str) -> HttpResponse:
             "valid": True,
         }
     )
+
+
+@require_GET
+@registry_auth
+@naming_errors
+def operator_metrics(request: HttpRequest, actor: str) -> HttpResponse:
+    """Nacos' server status, which clients ask to tell whether the registry is up (the
+    Node.js SDK's getServerStatus()); the counts that apply to one embedded registry."""
+    services, instances = naming.counts()
+    return JsonResponse({"status": "UP", "serviceCount": services, "instanceCount": instances})

@@ -126,6 +126,7 @@ def eventually(read, expected, timeout: float = 30.0):
 def test_registers_lists_subscribes_and_deregisters_with_username_and_password(dashboard, viewer):
     first, second = NodeClient(dashboard, FLEET_PASSWORD), NodeClient(dashboard, FLEET_PASSWORD)
     try:
+        assert first.call("status") == {"op": "status", "ok": True, "result": "UP"}
         assert first.call("register", ip="127.0.0.1", port=7301, metadata={"version": "V1"})["ok"]
         assert first.call("list") == {"op": "list", "ok": True, "result": ["127.0.0.1:7301"]}
         eventually(lambda: [h for h, _, _ in graylane_instances(viewer)], ["127.0.0.1"])

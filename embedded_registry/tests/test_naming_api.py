@@ -182,3 +182,15 @@ def test_missing_service_lists_empty(live_server, token):
     )
     assert response.status_code == 200
     assert response.json()["hosts"] == []
+
+
+def test_the_server_status_counts_what_the_registry_holds_and_needs_credentials(
+    client, token, live_server
+):
+    client.add_naming_instance("user-app", "10.0.0.5", 7201, metadata={"version": "V1"})
+    client.add_naming_instance("user-app", "10.0.0.6", 7202, metadata={"version": "V2"})
+    client.add_naming_instance("order-app", "10.0.1.5", 7301, metadata={"version": "V1"})
+    url = live_server.url + "/nacos/v1/ns/operator/metrics"
+    status = httpx.get(url, params={"accessToken": token})
+    assert status.json() == {"status": "UP", "serviceCount": 2, "instanceCount": 3}
+    assert httpx.get(url).status_code == 403

@@ -38,6 +38,7 @@ async function main() {
     register: c => client.registerInstance(c.service, { ip: c.ip, port: c.port, metadata: c.metadata || {} }),
     deregister: c => client.deregisterInstance(c.service, { ip: c.ip, port: c.port }),
     list: async c => (await client.getAllInstances(c.service, undefined, '', false)).map(address),
+    status: () => client.getServerStatus(),
     subscribe: async c => client.subscribe(c.service, hosts => say({ event: 'hosts', service: c.service, hosts: hosts.map(address) })),
   };
   say({ ready: true });
