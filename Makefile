@@ -53,8 +53,9 @@ lint: install
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
 
+# The slowest tests are listed at the end: where the suite's time goes, for whoever plans it.
 test: lint node_modules/.package-lock.json
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest --durations=30
 
 # The tests that start no process or server and drive no browser, on every core (pytest-xdist):
 # under a minute here. The fuzzing (slow) is all that uses schemathesis and hypothesis, whose
