@@ -81,6 +81,7 @@ class Reporter:
             if status is None or status >= 500:
                 sampler.put_back(batch)
                 return
+            sampler.sent(batch)
             if status >= 300:
                 return
 

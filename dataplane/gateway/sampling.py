@@ -40,6 +40,7 @@ class Sampler:
         self.clock = clock
         self.waiting: deque[dict[str, Any]] = deque(maxlen=buffer)
         self.dropped = 0  # samples lost to a full buffer since the start
+        self.sending = 0  # taken, the dashboard's answer not yet in: still waiting
         self._second = 0
         self._taken = 0  # samples taken in `_second`
 
@@ -71,13 +72,19 @@ class Sampler:
             if batch and size > BATCH_BYTES:
                 break
             batch.append(waiting.popleft())
+        self.sending += len(batch)
         return batch
+
+    def sent(self, batch: list[dict[str, Any]]) -> None:
+        """The dashboard answered for a batch taken (took it, or refused it for good)."""
+        self.sending -= len(batch)
 
     def put_back(self, batch: list[dict[str, Any]]) -> None:
         """A batch the dashboard did not take, to be sent again: before the samples that
         came since, as far as the buffer has room (the oldest of it are dropped)."""
         waiting = self.waiting
         assert waiting.maxlen is not None
+        self.sending -= len(batch)
         room = waiting.maxlen - len(waiting)
         kept = batch[len(batch) - room :] if room < len(batch) else batch
         self.dropped += len(batch) - len(kept)
@@ -99,8 +106,8 @@ class SamplerCollector:
     def collect(self) -> Iterator:
         yield GaugeMetricFamily(
             "graylane_gateway_samples_waiting",
-            "Sampled requests waiting to be sent to the dashboard.",
-            value=len(self.sampler.waiting),
+            "Sampled requests not yet taken by the dashboard (waiting, or on their way).",
+            value=len(self.sampler.waiting) + self.sampler.sending,
         )
         yield CounterMetricFamily(
             "graylane_gateway_samples_dropped",

@@ -94,3 +94,29 @@ def test_a_batch_stays_under_the_dashboards_body_limit():
     batches = [sampler.take() for _ in range(3)]
     assert [len(batch) for batch in batches] == [19, 19, 12]
     assert all(len(json.dumps({"samples": batch})) < 256 * 1024 for batch in batches)
+
+
+@pytest.mark.asyncio
+async def test_a_batch_on_its_way_still_counts_as_waiting_until_the_dashboard_answers():
+    """`samples_waiting 0` is what says every sample reached the dashboard: a batch taken
+    but not yet answered must not read as sent."""
+    sampler = Sampler(rate=1.0, cap=10)
+    registry = CollectorRegistry()
+    registry.register(SamplerCollector(sampler))
+    seen_during_post: list[str] = []
+
+    def dashboard(request: httpx.Request) -> httpx.Response:
+        seen_during_post.append(generate_latest(registry).decode())
+        return httpx.Response(202, json={})
+
+    sampler.record(entry(1))
+    sampler.record(entry(2))
+    async with httpx.AsyncClient(
+        transport=httpx.MockTransport(dashboard), base_url="http://dashboard"
+    ) as client:
+        reporter = Reporter(
+            client=client, metrics=Metrics(), name=lambda: "gw-1", interval=1, sampler=sampler
+        )
+        await reporter.report_samples(sampler)
+    assert "graylane_gateway_samples_waiting 2.0" in seen_during_post[0]
+    assert "graylane_gateway_samples_waiting 0.0" in generate_latest(registry).decode()
