@@ -73,7 +73,11 @@ class NacosGrpcServer:
         self._stop.set()
         changes.unlisten(self._changed)
         if self._loop is not None and self._server is not None:
-            asyncio.run_coroutine_threadsafe(self._server.stop(1), self._loop).result(5)
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(5)
+
+    async def _shutdown(self) -> None:
+        await self._server.stop(1)
+        self._stopped.set()
 
     def _run(self) -> None:
         self._loop = asyncio.new_event_loop()
@@ -104,10 +108,11 @@ class NacosGrpcServer:
         if not server.add_insecure_port(f"{self.host}:{self.port}"):
             raise OSError(f"cannot listen on {self.host}:{self.port}")
         await server.start()
-        self._server = server
+        self._server, self._stopped = server, asyncio.Event()
         self._ready.set()
         log.info("Nacos 2.x gRPC naming on %s:%s.", self.host, self.port)
-        await server.wait_for_termination()
+        # Not server.wait_for_termination(): with it, server.stop() never returned here.
+        await self._stopped.wait()
 
     def _renew_forever(self) -> None:
         while not self._stop.wait(naming.BEAT_INTERVAL_MS / 1000):
