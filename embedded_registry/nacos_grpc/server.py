@@ -9,6 +9,7 @@ with Nacos' error codes; nothing a client sends ends the server."""
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 from collections.abc import AsyncIterator
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 PORT_OFFSET = 1000  # Nacos clients' gRPC port: the server's HTTP port + 1000
 THREADS = 8
+MAX_WAITING_PUSHES = 100
 KEEPALIVE = [
     # Find a client gone without a FIN (a host lost) within about a minute: its stream ends.
     ("grpc.keepalive_time_ms", 20_000),
@@ -198,7 +200,13 @@ class NacosGrpcServer:
         connection: Connection | None = None
 
         def send(kind: str, body: dict) -> None:  # from any thread
-            loop.call_soon_threadsafe(outbox.put_nowait, payloads.encode(kind, body))
+            if outbox.qsize() >= MAX_WAITING_PUSHES:
+                # A client that reads nothing must not grow this process; the next push
+                # it does read carries the whole service anyway.
+                log.warning("Dropped a push to %s: %d wait already.", peer, MAX_WAITING_PUSHES)
+                return
+            with contextlib.suppress(RuntimeError):  # the server's loop has closed
+                loop.call_soon_threadsafe(outbox.put_nowait, payloads.encode(kind, body))
 
         async def read() -> None:
             nonlocal connection
