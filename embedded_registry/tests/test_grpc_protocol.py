@@ -239,3 +239,30 @@ def test_garbage_on_the_stream_is_ignored(client, token):
     assert (
         client.send("InstanceRequest", register(), {"accessToken": token})[1]["resultCode"] == 200
     )
+
+
+def test_a_drain_by_the_sync_is_pushed_to_subscribers(server, token):
+    """The sync takes an instance out of traffic through the adapter (an update, which
+    sends no signal): its subscribers see it disabled."""
+    from embedded_registry.adapter import EmbeddedAdapter
+
+    client = Client(server.port)
+    try:
+        client.setup()
+        assert (
+            client.send("InstanceRequest", register(), {"accessToken": token})[1]["resultCode"]
+            == 200
+        )
+        subscription = {"namespace": "public", "serviceName": "grpc-app", "subscribe": True}
+        client.send("SubscribeServiceRequest", subscription, {"accessToken": token})
+        adapter = EmbeddedAdapter()
+        (instance,) = adapter.list_instances("grpc-app")
+        adapter.set_enabled(instance, False)
+        # A subscriber is shown what is enabled, as Nacos lists it. (The register's own
+        # push may come first, when the subscription was quicker than it.)
+        kind, pushed = client.pushed.get(timeout=5)
+        if pushed["serviceInfo"]["hosts"]:
+            kind, pushed = client.pushed.get(timeout=5)
+        assert (kind, pushed["serviceInfo"]["hosts"]) == ("NotifySubscriberRequest", [])
+    finally:
+        client.close()

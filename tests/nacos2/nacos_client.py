@@ -13,10 +13,12 @@ import tempfile
 import time
 
 from v2.nacos import (
+    BatchRegisterInstanceParam,
     ClientConfigBuilder,
     DeregisterInstanceParam,
     GRPCConfig,
     ListInstanceParam,
+    ListServiceParam,
     NacosNamingService,
     RegisterInstanceParam,
     SubscribeServiceParam,
@@ -74,8 +76,28 @@ async def main(server: str, username: str, password: str) -> None:
             SubscribeServiceParam(service_name=c["service"], subscribe_callback=hosts_changed)
         )
 
+    def batch(c: dict) -> BatchRegisterInstanceParam:
+        return BatchRegisterInstanceParam(
+            service_name=c["service"],
+            instances=[
+                RegisterInstanceParam(service_name=c["service"], ip=c["ip"], port=port)
+                for port in c["ports"]
+            ],
+        )
+
+    async def batch_register(c: dict):
+        return await naming.batch_register_instances(batch(c))
+
+    async def batch_deregister(c: dict):
+        return await naming.batch_deregister_instances(batch(c))
+
+    async def services(c: dict):
+        found = await naming.list_services(ListServiceParam())
+        return {"count": found.count, "services": found.services}
+
     operations = {"register": register, "deregister": deregister, "list": listed,
-                  "subscribe": subscribe}  # fmt: skip
+                  "subscribe": subscribe, "batch_register": batch_register,
+                  "batch_deregister": batch_deregister, "services": services}  # fmt: skip
     say({"ready": True})
     loop = asyncio.get_running_loop()
     while line := await loop.run_in_executor(None, sys.stdin.readline):
