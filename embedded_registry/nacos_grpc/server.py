@@ -75,7 +75,12 @@ class NacosGrpcServer:
         self._stop.set()
         changes.unlisten(self._changed)
         if self._loop is not None and self._server is not None:
-            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(5)
+            try:
+                asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(10)
+            except TimeoutError:
+                log.warning("The Nacos gRPC server took over 10 s to stop.")
+        # The work of closed streams (deregistrations) finishes before stop() returns.
+        self._pool.shutdown(wait=True)
 
     async def _shutdown(self) -> None:
         await self._server.stop(1)

@@ -266,3 +266,14 @@ def test_a_drain_by_the_sync_is_pushed_to_subscribers(server, token):
         assert (kind, pushed["serviceInfo"]["hosts"]) == ("NotifySubscriberRequest", [])
     finally:
         client.close()
+
+
+def test_auth_off_lets_a_loopback_peer_in_without_credentials(client, settings):
+    settings.EMBEDDED_REGISTRY_AUTH = False
+    client.setup()
+    assert client.send("InstanceRequest", register())[1]["resultCode"] == 200
+    entry = AuditEntry.objects.get(source="registry")
+    assert (entry.actor, entry.action) == ("anonymous", "instance.register")
+    # Credentials that are sent are still checked.
+    refused = client.send("InstanceRequest", register(), {"accessToken": "x:y:z"})[1]
+    assert (refused["errorCode"], refused["message"]) == (403, "token invalid!")
