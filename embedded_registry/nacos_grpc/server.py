@@ -29,7 +29,9 @@ log = logging.getLogger(__name__)
 PORT_OFFSET = 1000  # Nacos clients' gRPC port: the server's HTTP port + 1000
 THREADS = 8
 MAX_WAITING_PUSHES = 100
-KEEPALIVE = [
+OPTIONS = [
+    # A port in use is an error, not shared with whoever holds it (grpc's default on Linux).
+    ("grpc.so_reuseport", 0),
     # Find a client gone without a FIN (a host lost) within about a minute: its stream ends.
     ("grpc.keepalive_time_ms", 20_000),
     ("grpc.keepalive_timeout_ms", 20_000),
@@ -95,7 +97,7 @@ class NacosGrpcServer:
             self._ready.set()
 
     async def _serve(self) -> None:
-        server = grpc.aio.server(options=KEEPALIVE)
+        server = grpc.aio.server(options=OPTIONS)
         unary = grpc.unary_unary_rpc_method_handler(
             self._request, request_deserializer=payloads.parse,
             response_serializer=payloads.serialize,
