@@ -5,6 +5,7 @@ changes by its subscription (from either protocol), deregisters, and its instanc
 its process is killed (its stream ends). What it registers is what the 1.x HTTP API lists
 and Graylane syncs. The push latency, register to the subscriber's callback, is printed."""
 
+import importlib.util
 import json
 import os
 import queue
@@ -27,12 +28,23 @@ SERVICE = "grpc-app"
 
 
 @pytest.fixture(scope="module")
+def sdk_present():
+    """`v2.nacos` is nacos-sdk-python 2.x's (requirements-dev.txt); a venv made before the
+    pin moved from 1.0.0 lacks it: skipped there, but never in CI."""
+    if importlib.util.find_spec("v2") is None:
+        reason = "nacos-sdk-python 2.x missing (`pip install -r requirements-dev.txt`)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}, and CI: the gRPC client's test must run.")
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
 def var_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("nacos-grpc")
 
 
 @pytest.fixture(scope="module")
-def dashboard(var_dir):
+def dashboard(sdk_present, var_dir):
     with fresh_dashboard(var_dir) as server:
         yield server
 

@@ -7,7 +7,9 @@ each engine) given several replicas keeps its generations coming, and its client
 answered, when the replica it polls is killed or stopped."""
 
 import asyncio
+import importlib.util
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -255,6 +257,8 @@ def test_nacos_grpc_pushes_reach_subscribers_on_every_replica_and_a_dead_ones_in
     and delete timeout (30 s: gone)."""
     from tests.test_nacos_grpc_client import GrpcClient, http_hosts, next_hosts
 
+    if importlib.util.find_spec("v2") is None and os.environ.get("CI") != "true":
+        pytest.skip("nacos-sdk-python 2.x missing (`pip install -r requirements-dev.txt`)")
     a, b, env = replicas
     make_fleet = "from django.contrib.auth.models import Group, User; "
     make_fleet += f"u, _ = User.objects.get_or_create(username={FLEET_USER!r}); "
