@@ -159,6 +159,11 @@ class Fleet:
 
     def check_ports(self) -> None:
         _check_free(self.host, self.port, "the dashboard (PORT)")
+        # The dashboard serves Nacos 2.x gRPC naming beside it, where Nacos clients look.
+        grpc_port = int(os.environ.get("EMBEDDED_REGISTRY_GRPC_PORT") or self.port + 1000)
+        _check_free(
+            self.host, grpc_port, "its Nacos 2.x gRPC (PORT + 1000, EMBEDDED_REGISTRY_GRPC_PORT)"
+        )
         if not self.args.no_demo:
             _check_free("127.0.0.1", self.gateway_port, "the demo gateway (GATEWAY_PORT)")
             for instance in INSTANCES:

@@ -2,9 +2,9 @@
 The sync finds it through registry_sync.registries, where this app plugs it in when it is
 ready (apps.py): the registry_sync app is below this one."""
 
-from embedded_registry import clock
+from embedded_registry import changes, clock
 from embedded_registry.models import EmbeddedInstance
-from embedded_registry.naming import is_healthy, list_instances, purge_expired
+from embedded_registry.naming import is_healthy, list_instances, service_names
 from registry_sync.adapters import RegistryInstance
 
 
@@ -18,14 +18,7 @@ class EmbeddedAdapter:
         self.group = group or "DEFAULT_GROUP"
 
     def list_services(self) -> list[str]:
-        purge_expired(self.namespace, self.group)
-        return sorted(
-            set(
-                EmbeddedInstance.objects.filter(
-                    namespace=self.namespace, group=self.group
-                ).values_list("service", flat=True)
-            )
-        )
+        return sorted(service_names(self.namespace, self.group))
 
     def list_instances(self, service: str) -> list[RegistryInstance]:
         now = clock.now()
@@ -54,6 +47,8 @@ class EmbeddedAdapter:
             ip=instance.host,
             port=instance.port,
         ).update(enabled=enabled)
+        # An update sends no signal: Nacos 2.x subscribers are told here (a drain).
+        changes.changed(self.namespace, self.group, instance.service)
 
     def close(self) -> None:
         return None

@@ -275,3 +275,13 @@ def list_instances(
     if not include_disabled:
         rows = rows.filter(enabled=True)
     return list(rows.order_by("ip", "port"))
+
+
+def service_names(namespace: str, group: str) -> set[str]:
+    """The services of a group with an instance that has not expired."""
+    purge_expired(namespace, group)
+    return set(
+        EmbeddedInstance.objects.filter(namespace=namespace, group=group).values_list(
+            "service", flat=True
+        )
+    )

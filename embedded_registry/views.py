@@ -5,7 +5,6 @@ Nacos' login (`/nacos/v1/auth/login`): every naming call needs credentials, as i
 with auth enabled (embedded_registry/nacos_auth.py), so existing clients work unchanged."""
 
 from collections.abc import Callable
-from datetime import datetime
 from functools import wraps
 from typing import Any
 
@@ -13,10 +12,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
-from embedded_registry import clock, nacos_auth, naming
-from embedded_registry.models import MAX_IP_LENGTH, EmbeddedInstance
+from embedded_registry import clock, contract, nacos_auth, naming
 from embedded_registry.naming import InstanceKey, NamingError
-from registry_sync.adapters import RegistryInstance, validation
+from registry_sync.adapters import validation
 from routing_engine import bounded_json
 from routing_engine.records import MAX_WEIGHT
 
@@ -90,39 +88,6 @@ def _weight(params: QueryDict) -> float:
     return weight
 
 
-# validation.InvalidInstance.field -> the parameter it came from
-_PARAM_OF = {"service": "serviceName", "host": "ip", "cluster": "clusterName",
-             "instance_id": "instanceId"}  # fmt: skip
-
-
-def _checked(key: InstanceKey, *, weight: float, metadata: dict[str, str]) -> None:
-    """Refuse (400) what the sync would have to skip: the same check as for every registry
-    (registry_sync/adapters/validation.py), and the lengths of the embedded table."""
-    for param, value in (("namespaceId", key.namespace), ("groupName", key.group)):
-        if not validation.GROUP.match(value):
-            raise NamingError(f"Param '{param}' is illegal: {validation.show(value)}")
-    row = EmbeddedInstance(**key.filter())
-    try:
-        validation.check_instance(
-            RegistryInstance(
-                service=key.service,
-                instance_id=row.instance_id,
-                host=key.ip,
-                port=key.port,
-                weight=weight,
-                healthy=True,
-                enabled=True,
-                metadata=metadata,
-                cluster=key.cluster,
-            )
-        )
-    except validation.InvalidInstance as exc:
-        param = _PARAM_OF.get(exc.field, exc.field)
-        raise NamingError(f"Param '{param}' is illegal: {exc.reason}") from None
-    if len(key.ip) > MAX_IP_LENGTH:
-        raise NamingError(f"Param 'ip' is illegal: {validation.show(key.ip)} is too long")
-
-
 def _text(body: str, status: int = 200) -> HttpResponse:
     return HttpResponse(body, status=status, content_type="text/plain;charset=UTF-8")
 
@@ -185,7 +150,7 @@ def instance(request: HttpRequest, actor: str) -> HttpResponse:
         naming.deregister(key, actor=actor)
         return _text("ok")
     weight, metadata = _weight(params), naming.parse_metadata(params.get("metadata"))
-    _checked(key, weight=weight, metadata=metadata)
+    contract.check_instance(key, weight=weight, metadata=metadata)
     if request.method == "POST":
         naming.register(
             key,
@@ -237,7 +202,7 @@ def beat(request: HttpRequest, actor: str) -> HttpResponse:
             raise NamingError(f"Param 'beat' is illegal: {exc.reason}") from None
         if not 0.0 <= weight <= MAX_WEIGHT:
             raise NamingError("instance format invalid: The weights range from 0.0 to 10000.0")
-        _checked(key, weight=weight, metadata=metadata)
+        contract.check_instance(key, weight=weight, metadata=metadata)
     else:
         key = _key(params)
     found = naming.beat(key, beat_info)
@@ -248,36 +213,6 @@ def beat(request: HttpRequest, actor: str) -> HttpResponse:
             "lightBeatEnabled": True,
         }
     )
-
-
-def _host(row: EmbeddedInstance, now: datetime) -> dict[str, Any]:
-    metadata = row.metadata
-    host = {
-        "instanceId": row.instance_id,
-        "ip": row.ip,
-        "port": row.port,
-        "weight": row.weight,
-        "healthy": naming.is_healthy(row, now),
-        "enabled": row.enabled,
-        "ephemeral": row.ephemeral,
-        "clusterName": row.cluster,
-        "serviceName": f"{row.group}@@{row.service}",
-        "metadata": metadata,
-        "instanceHeartBeatInterval": naming.millis(
-            metadata, "preserved.heart.beat.interval", naming.BEAT_INTERVAL_MS
-        ),
-        "instanceHeartBeatTimeOut": naming.millis(
-            metadata, "preserved.heart.beat.timeout", naming.BEAT_TIMEOUT_MS
-        ),
-        "ipDeleteTimeout": naming.millis(
-            metadata, "preserved.ip.delete.timeout", naming.DELETE_TIMEOUT_MS
-        ),
-    }
-    # Nacos reports the default id generator only when metadata is empty (NON_NULL omits it).
-    generator = metadata.get("preserved.instance.id.generator") or (None if metadata else "simple")
-    if generator:
-        host["instanceIdGenerator"] = generator
-    return host
 
 
 @require_GET
@@ -294,7 +229,7 @@ def instance_list(request: HttpRequest, actor: str) -> HttpResponse:
     rows = naming.list_instances(
         params.get("namespaceId") or "public", group, service, clusters=clusters
     )
-    hosts = [_host(row, now) for row in rows]
+    hosts = [contract.host_json(row, now) for row in rows]
     if _bool(params, "healthyOnly", default=False):
         hosts = [h for h in hosts if h["healthy"]]
     return JsonResponse(

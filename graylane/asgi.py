@@ -13,18 +13,22 @@ from django.conf import settings  # noqa: E402
 from django.core.handlers.wsgi import WSGIHandler  # noqa: E402
 
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
+from embedded_registry.nacos_grpc.server import WithNacosGrpc  # noqa: E402
 from gateways.protocol.asgi import with_gateway_endpoints  # noqa: E402
 from graylane.background import start_in_process_jobs  # noqa: E402
 from graylane.long_lived import freeze_after_start  # noqa: E402
 from graylane.wsgi_in_asgi import WsgiInAsgi  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": with_gateway_endpoints(WsgiInAsgi(WSGIHandler(), settings.WEB_THREADS)),
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
-    }
+# The Nacos 2.x gRPC naming server starts beside this one (docs/deploy.md).
+application = WithNacosGrpc(
+    ProtocolTypeRouter(
+        {
+            "http": with_gateway_endpoints(WsgiInAsgi(WSGIHandler(), settings.WEB_THREADS)),
+            "websocket": AllowedHostsOriginValidator(
+                AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            ),
+        }
+    )
 )
 
 start_in_process_jobs()

@@ -408,6 +408,9 @@ EMBEDDED_REGISTRY_TOKEN_TTL = env_int("EMBEDDED_REGISTRY_TOKEN_TTL", 18000, mini
 EMBEDDED_REGISTRY_PASSWORD_CACHE_SECONDS = env_int(
     "EMBEDDED_REGISTRY_PASSWORD_CACHE_SECONDS", 60, minimum=0
 )
+# Nacos 2.x gRPC naming (embedded_registry/nacos_grpc/): on this port; 0 (unset) is the HTTP
+# port + 1000, the one Nacos 2.x clients derive from the server address they are given.
+EMBEDDED_REGISTRY_GRPC_PORT = env_int("EMBEDDED_REGISTRY_GRPC_PORT", 0, minimum=0)
 # Release metrics (metrics/): what gateways report, live and per minute.
 METRICS_RETENTION_DAYS = env_float("METRICS_RETENTION_DAYS", 14.0, minimum=0.01)
 METRICS_MAX_AGE_SECONDS = env_int("METRICS_MAX_AGE_SECONDS", 600, minimum=10)

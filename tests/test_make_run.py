@@ -3,6 +3,7 @@ the reference design's scenarios through the gateway, and Ctrl-C (SIGINT to the 
 process group) or SIGTERM stops every process it started."""
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -10,11 +11,13 @@ import sys
 import time
 from pathlib import Path
 
+import grpc
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from dataplane.agent.engines import envoy_binary
+from embedded_registry.nacos_grpc import payloads
 from testing.agent_lab import ENGINE_MISSING
 from testing.processes import BASE_DIR, free_port
 
@@ -69,6 +72,19 @@ def make_run(var_dir: Path, port: int, **extra: str) -> tuple[subprocess.Popen, 
     )
     popen.log = log  # type: ignore[attr-defined]
     return popen, env
+
+
+def server_check(grpc_port: int) -> dict:
+    """Nacos 2.x's ServerCheckRequest, the first thing its clients send."""
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        request = channel.unary_unary(
+            "/Request/request",
+            request_serializer=payloads.serialize,
+            response_deserializer=payloads.Payload.FromString,
+        )
+        answer = request(payloads.encode("ServerCheckRequest", {}), timeout=10)
+    assert answer.metadata.type == "ServerCheckResponse"
+    return json.loads(answer.body.value)
 
 
 def descendants(pid: int) -> set[int]:
@@ -238,6 +254,8 @@ def test_demo_false_serves_the_dashboard_alone_and_sigterm_stops_it(tmp_path):
         started = descendants(popen.pid)
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"http://127.0.0.1:{env['GATEWAY_PORT']}/user-app/hello")
+        # Nacos 2.x gRPC naming, where its clients look: the HTTP port + 1000.
+        assert server_check(port + 1000)["resultCode"] == 200
     except BaseException:
         kill_all(popen)
         raise

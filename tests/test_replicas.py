@@ -7,7 +7,9 @@ each engine) given several replicas keeps its generations coming, and its client
 answered, when the replica it polls is killed or stopped."""
 
 import asyncio
+import importlib.util
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -24,6 +26,7 @@ from django.conf import settings
 from django.db import connection
 
 from testing.agent_lab import engines, start_agent
+from testing.demo_processes import FLEET_PASSWORD, FLEET_USER
 from testing.gateway_lab import auth
 from testing.processes import (
     BASE_DIR,
@@ -243,3 +246,64 @@ def test_a_gateway_fails_over_when_the_replica_it_polls_is_killed_or_stopped(
     assert answered > 0 and set(traffic.statuses) == {200}, traffic.statuses
     answer = httpx.get(gateway.url + "/user-app/hello", headers={"X-User-No": "after-the-kill"})
     assert answer.json()["version"] == "V2"
+
+
+def test_nacos_grpc_pushes_reach_subscribers_on_every_replica_and_a_dead_ones_instances_expire(
+    replicas,
+):
+    """A nacos-sdk-python 2.x subscriber on A is pushed what a client registers on B (the
+    change goes through Redis); a client on a replica of its own whose replica is killed
+    keeps its instance, no longer renewed, until Nacos' heartbeat timeout (15 s: unhealthy)
+    and delete timeout (30 s: gone)."""
+    from tests.test_nacos_grpc_client import GrpcClient, http_hosts, next_hosts
+
+    if importlib.util.find_spec("v2") is None and os.environ.get("CI") != "true":
+        pytest.skip("nacos-sdk-python 2.x missing (`pip install -r requirements-dev.txt`)")
+    a, b, env = replicas
+    make_fleet = "from django.contrib.auth.models import Group, User; "
+    make_fleet += f"u, _ = User.objects.get_or_create(username={FLEET_USER!r}); "
+    make_fleet += f"u.set_password({FLEET_PASSWORD!r}); u.save(); "
+    make_fleet += "u.groups.add(Group.objects.get_or_create(name='service')[0])"
+    manage = [sys.executable, "manage.py", "shell", "-c", make_fleet]
+    subprocess.run(manage, cwd=BASE_DIR, env=env, check=True, capture_output=True)
+
+    with AsgiServer(env) as doomed_replica:
+        watcher, joiner = GrpcClient(a), GrpcClient(b)
+        doomed = GrpcClient(doomed_replica)
+        try:
+            assert watcher.call("register", ip="127.0.0.1", port=7441)["ok"]
+            assert watcher.call("list")["result"] == ["127.0.0.1:7441"]
+            assert watcher.call("subscribe")["ok"]
+            sent = time.time()
+            assert joiner.call("register", ip="127.0.0.1", port=7442)["ok"]
+            pushed = next_hosts(watcher, ["127.0.0.1:7441", "127.0.0.1:7442"])
+            print(f"\npush latency across replicas: {(pushed['at'] - sent) * 1000:.0f} ms")
+
+            assert doomed.call("register", ip="127.0.0.1", port=7443)["ok"]
+            next_hosts(watcher, ["127.0.0.1:7441", "127.0.0.1:7442", "127.0.0.1:7443"])
+            doomed_replica.kill()
+            killed = time.monotonic()
+            hosts = lambda: {  # noqa: E731
+                f"{h['ip']}:{h['port']}": h["healthy"] for h in _nacos_list(a)["hosts"]
+            }
+            time.sleep(5)
+            assert hosts()["127.0.0.1:7443"] is True  # within the heartbeat timeout
+            wait_until(lambda: hosts().get("127.0.0.1:7443") is False, timeout=20)
+            assert time.monotonic() - killed > 10
+            wait_until(lambda: "127.0.0.1:7443" not in hosts(), timeout=30)
+            next_hosts(watcher, ["127.0.0.1:7441", "127.0.0.1:7442"], timeout=5)
+            assert http_hosts(a) == ["127.0.0.1:7441", "127.0.0.1:7442"]
+        finally:
+            for client in (watcher, joiner, doomed):
+                client.close()
+
+
+def _nacos_list(replica) -> dict:
+    login = httpx.post(
+        f"{replica.url}/nacos/v1/auth/login",
+        data={"username": FLEET_USER, "password": FLEET_PASSWORD},
+    )
+    return httpx.get(
+        f"{replica.url}/nacos/v1/ns/instance/list",
+        params={"serviceName": "grpc-app", "accessToken": login.json()["accessToken"]},
+    ).json()

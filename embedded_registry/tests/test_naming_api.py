@@ -1,6 +1,6 @@
-"""The embedded registry driven by the real Nacos Python client (nacos-sdk-python 1.0.0,
-its v1 HTTP API) over loopback, logged in as a `service` user as against a Nacos with auth
-enabled, and the sync picking up each change."""
+"""The embedded registry driven by the real Nacos Python client (nacos-sdk-python 2.0.11's
+`nacos` package, its 1.x HTTP API) over loopback, logged in as a `service` user as against a
+Nacos with auth enabled, and the sync picking up each change."""
 
 import logging
 
