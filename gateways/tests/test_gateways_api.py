@@ -283,7 +283,7 @@ def test_a_gateway_acks_only_for_itself(make_gateway):
 def test_the_openapi_document_describes_the_gateway_endpoints():
     schema = APIClient().get("/api/schema/", {"format": "json"}).json()
     config = schema["paths"]["/api/v1/gateway-config/"]["get"]
-    assert {p["name"] for p in config["parameters"]} == {"known", "wait"}
+    assert {p["name"] for p in config["parameters"]} == {"known", "wait", "applied"}
     assert {"200", "304", "400", "401", "403"} <= config["responses"].keys()
     ack = schema["paths"]["/api/v1/gateways/{name}/ack/"]["post"]
     body = resolve(schema, ack["requestBody"]["content"]["application/json"]["schema"])
