@@ -6,29 +6,38 @@ Run:  .venv/bin/python bench/fleet.py --database postgres://.../NAME --redis URL
                                       [--sizes 1000,2000,5000] [--publishes 110] [--warmup 3]
                                       [--processes 4] [--metrics 100,250,...,5000]
                                       [--metrics-seconds 10] [--quick]
+                                      [--acks poll,post] [--servers uvicorn,granian]
 
-Two uvicorn replicas serve graylane.asgi on one PostgreSQL database (NAME must contain
-"bench": dropped, created anew, dropped at the end) and one Redis (a prefix of this run's
-own; a generation made by one replica wakes the other's long polls over Redis pub/sub).
-The gateways are simulated, several hundred per process in `--processes` processes on
-uvloop: each long-polls `GET /api/v1/gateway-config/?known=N&wait=30` on a keep-alive
-connection of its own and acks what it gets (bench/propagation.py's PullGateway: plain
-asyncio streams, so the load generator's cost stays small beside the server's), half of
-them on each replica. The servers run pinned (`taskset`) to one core, this process and
-the gateways' processes to the other; PostgreSQL and Redis are the machine's, unpinned.
-The soft limit on open files is raised to the hard one (each gateway holds a connection).
+Two replicas (uvicorn; or each of `--servers`) serve graylane.asgi on one PostgreSQL
+database (NAME must contain "bench": dropped, created anew, dropped at the end) and one
+Redis (a prefix of this run's own; a generation made by one replica wakes the other's long
+polls over Redis pub/sub). The gateways are simulated, several hundred per process in
+`--processes` processes on uvloop: each long-polls `GET
+/api/v1/gateway-config/?known=N&wait=30` on a keep-alive connection of its own and acks what
+it gets (bench/propagation.py's PullGateway: plain asyncio streams, so the load generator's
+cost stays small beside the server's), half of them on each replica. `--acks`: how they ack,
+each measured in turn at every size, back to back: `poll` with the next poll (`&applied=N`,
+as the project's gateways do), `post` to `POST /api/v1/gateways/{name}/ack/` (one HTTP
+exchange more per generation: as before `applied`). `--servers`: the ASGI servers compared,
+a pair of replicas each (all four on the servers' core), measured in turn at every size and
+ack: `uvicorn` (the project's) and `granian` (Rust HTTP, `--interface asginl`; measured
+only, not a dependency: `pip install granian` first). The servers run pinned (`taskset`) to
+one core, this process and the gateways' processes to the other; PostgreSQL and Redis are
+the machine's, unpinned. The soft limit on open files is raised to the hard one (each
+gateway holds a connection).
 
-Per fleet size: `--publishes` policy changes (`PATCH /api/v1/policy/`, through the first
-replica), each timed from just before the request until the database holds the last
-gateway's ack (the largest `acked_at`), p50/p90/p99/max; the replicas' CPU time (user +
-sys, from their own /proc entries) over the measured publishes, per publish and per gateway
-per publish, beside the gateways' processes' CPU; the replicas' resident memory; the load
-average. Then metrics ingestion: for each step of `--metrics`, that many gateways
-`POST /api/v1/metrics/` one sample each, every second, for `--metrics-seconds`; the posts
-answered per second, their p50/p99, the replicas' CPU per post; the ladder stops at the
-first step that saturates them (answered < 90 % of what was sent, p99 > 1 s, or their
-core busy >= 90 %). Last, the cost per gateway at each size against the smallest, the
-targets, and what 50,000 gateways would need at the measured costs.
+Per fleet size (and ack, and server): `--publishes` policy changes (`PATCH /api/v1/policy/`,
+through the pair's first replica), each timed from just before the request until the
+database holds the last gateway's ack (the largest `acked_at`), p50/p90/p99/max; the
+replicas' CPU time (user + sys, from their own /proc entries) over the measured publishes,
+per publish and per gateway per publish, beside the gateways' processes' CPU; the replicas'
+resident memory; the load average. Then metrics ingestion (on the first of `--servers`): for
+each step of `--metrics`, that many gateways `POST /api/v1/metrics/` one sample each, every
+second, for `--metrics-seconds`; the posts answered per second, their p50/p99, the replicas'
+CPU per post; the ladder stops at the first step that saturates them (answered < 90 % of
+what was sent, p99 > 1 s, or their core busy >= 90 %). Last, the cost per gateway at each
+size against the smallest, the targets, and what 50,000 gateways would need at the measured
+costs.
 
 Targets (issue 27): 5,000 gateways acked at p99 <= 1 s; the server CPU per gateway per
 publish flat (within 20 %) from 1,000 to 5,000. Latest figures: bench/README.md.
@@ -80,6 +89,8 @@ PAUSE_SECONDS = 0.3  # between a round's last ack and the next publish: every ga
 CONNECT_CHUNK = 200  # gateways connecting at once (uvicorn's listen backlog is 2048)
 SATURATED_SHARE = 0.9
 SIZING = 50_000
+ACKS = ("poll", "post")  # with the next poll (applied=N); to the ack endpoint
+SERVERS = ("uvicorn", "granian")
 
 
 def numbers(value: str) -> list[int]:
@@ -108,6 +119,12 @@ def parse_args(argv=None):
     parser.add_argument(
         "--quick", action="store_true", help="sizes 100,200,500, 20 publishes, 5 s steps"
     )
+    parser.add_argument(
+        "--acks", type=choices(ACKS), default=list(ACKS), help="how gateways ack (poll,post)"
+    )
+    parser.add_argument(
+        "--servers", type=choices(SERVERS), default=["uvicorn"], help="ASGI servers (uvicorn)"
+    )
     args = parser.parse_args(argv)
     args.sizes = args.sizes or ([100, 200, 500] if args.quick else [1000, 2000, 5000])
     args.publishes = args.publishes or (20 if args.quick else 110)
@@ -124,6 +141,16 @@ def parse_args(argv=None):
     if len(os.sched_getaffinity(0)) < 2:
         parser.error("needs two cores: one for the servers, one for the load")
     return args
+
+
+def choices(allowed: tuple[str, ...]):
+    def parse(value: str) -> list[str]:
+        parsed = [part.strip() for part in value.split(",") if part.strip()]
+        if not parsed or not set(parsed) <= set(allowed) or len(set(parsed)) < len(parsed):
+            raise argparse.ArgumentTypeError(f"some of {','.join(allowed)}, each once")
+        return parsed
+
+    return parse
 
 
 def metric_steps(biggest: int) -> list[int]:
@@ -152,7 +179,8 @@ async def worker_poll(spec: dict) -> None:
     gateways = spec["gateways"]
     for start in range(0, len(gateways), CONNECT_CHUNK):
         for name, token, port in gateways[start : start + CONNECT_CHUNK]:
-            tasks.append(asyncio.create_task(PullGateway(port, name, token).run(spec["known"])))
+            gateway = PullGateway(port, name, token, fold_ack=spec["ack"] == "poll")
+            tasks.append(asyncio.create_task(gateway.run(spec["known"])))
         await asyncio.sleep(0.05)
     print("ready", flush=True)
     # A gateway that fails ends the process: the round waiting for its ack says which.
@@ -266,17 +294,36 @@ class Workers:
 # -- the replicas ------------------------------------------------------------------------------
 
 
-def replica(env: dict[str, str], core: int) -> AsgiServer:
+def replica(env: dict[str, str], core: int, kind: str) -> AsgiServer:
     server = AsgiServer(env)
-    server.args[:0] = ["taskset", "-c", str(core)]  # taskset execs uvicorn: the same pid
+    if kind == "granian":
+        # One worker process, one runtime thread, uvloop (as uvicorn's); no lifespan (as
+        # uvicorn's --lifespan off); room for every held long poll (its default admits
+        # backlog / workers requests at once, 1,024, and queues the rest).
+        server.args = [sys.executable, "-m", "granian", "--interface", "asginl"]
+        server.args += ["--host", "127.0.0.1", "--port", str(server.port), "--loop", "uvloop"]
+        server.args += ["--workers", "1", "--runtime-threads", "1", "--backlog", "2048"]
+        server.args += ["--backpressure", "100000", "graylane.asgi:application"]
+    # taskset execs the server: the same pid (and session: granian's worker is counted)
+    server.args[:0] = ["taskset", "-c", str(core)]
     return server
 
 
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+def rss_mib(leader: int) -> float:
+    """The resident memory of the session `leader` leads (granian serves from a worker
+    process of its own: its parent only supervises)."""
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getsid(int(entry.name)) != leader:
+                continue
+            lines = (entry / "status").read_text().splitlines()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # gone meanwhile
+        total += sum(int(line.split()[1]) for line in lines if line.startswith("VmRSS:"))
+    return total / 1024
 
 
 def load_average() -> str:
@@ -292,6 +339,8 @@ def servers_cpu(servers: list[AsgiServer]) -> list[float]:
 
 @dataclass
 class SizeResult:
+    server: str  # the replicas' ASGI server
+    ack: str  # how the gateways acked: "poll" or "post"
     size: int
     latencies: list[float]
     server_cpu: list[float]  # seconds per replica over the measured publishes
@@ -306,6 +355,9 @@ class SizeResult:
 
     def per_gateway_ms(self) -> float:
         return self.per_publish_ms() / self.size
+
+    def label(self) -> str:
+        return f"{self.server}, ack by {self.ack}"
 
 
 @dataclass
@@ -354,14 +406,17 @@ async def publish(operator: LoopbackClient, percent: int, size: int, among: dict
     return (done - started) * 1000
 
 
-async def measure_size(args, size, fleet, servers, operator, directory, percents) -> SizeResult:
+async def measure_size(
+    args, size, fleet, pair: "Pair", ack: str, directory, percents
+) -> SizeResult:
     from asgiref.sync import sync_to_async
 
+    servers, operator = pair.servers, pair.operator
     ports = [urlsplit(server.url).port for server in servers]
     gateways = [(name, token, ports[n % 2]) for n, (name, token) in enumerate(fleet[:size])]
     among = {"name__lt": gateway_name(size)}  # the first `size` (names sort by number)
     known = await sync_to_async(newest_generation)()
-    workers = Workers(directory, "poll", gateways, args.processes, known=known)
+    workers = Workers(directory, "poll", gateways, args.processes, known=known, ack=ack)
     try:
         await asyncio.to_thread(workers.wait_ready)
         await asyncio.sleep(1.0)  # the last chunk's first polls reach the replicas
@@ -386,7 +441,7 @@ async def measure_size(args, size, fleet, servers, operator, directory, percents
     finally:
         await asyncio.to_thread(workers.stop)
     load += f" -> {load_average()}"
-    return SizeResult(size, latencies, cpu, workers_cpu, idle, rss, wall, load)
+    return SizeResult(pair.kind, ack, size, latencies, cpu, workers_cpu, idle, rss, wall, load)
 
 
 async def measure_metrics(args, n, fleet, servers, directory) -> MetricsResult:
@@ -424,6 +479,16 @@ def make_fleet(size: int) -> tuple[list[tuple[str, str]], str]:
     return project().Gateway.objects.bulk_create_with_credentials(names), make_operator()
 
 
+@dataclass
+class Pair:
+    """Two replicas on one ASGI server, and the operator's connection to the first (each
+    pair's publishes go through it: their cost is the pair's)."""
+
+    kind: str
+    servers: list[AsgiServer]
+    operator: LoopbackClient
+
+
 async def run(args, bench, cores: tuple[int, int]) -> tuple[list, list]:
     from asgiref.sync import sync_to_async
 
@@ -434,16 +499,19 @@ async def run(args, bench, cores: tuple[int, int]) -> tuple[list, list]:
         REDIS_PREFIX=os.environ["REDIS_PREFIX"],
         GRAYLANE_VAR_DIR=bench.var_dir,
     )
-    servers = [replica(env, cores[1]), replica(env, cores[1])]
-    bench.processes += servers
-    for server in servers:
-        await asyncio.to_thread(server.start)
-    operator = LoopbackClient(urlsplit(servers[0].url).port, operator_key)
-    await operator.connect()
+    pairs = []
+    for kind in args.servers:
+        servers = [replica(env, cores[1], kind), replica(env, cores[1], kind)]
+        bench.processes += servers
+        for server in servers:
+            await asyncio.to_thread(server.start)
+        operator = LoopbackClient(urlsplit(servers[0].url).port, operator_key)
+        pairs.append(Pair(kind, servers, operator))
+        await operator.connect()
     # Each publish sets another percent than the one before (1..99, round and round).
     percents = iter(1 + n % 99 for n in range(10**9))
     # A generation holding SERVICE, which the gateways will ack: then they front it.
-    status, answer = await operator.request(
+    status, answer = await pairs[0].operator.request(
         "PATCH", f"/api/v1/services/{SERVICE}/", json.dumps({"prod_version": "V1"}).encode()
     )
     if status != 200:
@@ -452,22 +520,30 @@ async def run(args, bench, cores: tuple[int, int]) -> tuple[list, list]:
     with tempfile.TemporaryDirectory(dir=bench.var_dir) as directory:
         try:
             for size in args.sizes:
-                result = await measure_size(
-                    args, size, fleet, servers, operator, directory, percents
-                )
-                report_size(args, result)
-                sizes.append(result)
+                # Each server and ack in turn, back to back: under the same load, as far as
+                # a shared machine allows.
+                for pair in pairs:
+                    for ack in args.acks:
+                        result = await measure_size(
+                            args, size, fleet, pair, ack, directory, percents
+                        )
+                        report_size(args, result)
+                        sizes.append(result)
             if args.metrics:
                 # The gateways acked generations holding SERVICE above: they front it.
-                print(f"metrics ingestion ({args.metrics_seconds} s a step, one sample a post):")
+                print(
+                    f"metrics ingestion ({pairs[0].kind}; {args.metrics_seconds} s a step, "
+                    "one sample a post):"
+                )
             for n in args.metrics:
-                result = await measure_metrics(args, n, fleet, servers, directory)
+                result = await measure_metrics(args, n, fleet, pairs[0].servers, directory)
                 report_metrics(result)
                 metrics.append(result)
                 if result.saturated():
                     break
         finally:
-            operator.close()
+            for pair in pairs:
+                pair.operator.close()
     return sizes, metrics
 
 
@@ -477,7 +553,10 @@ async def run(args, bench, cores: tuple[int, int]) -> tuple[list, list]:
 def report_size(args, r: SizeResult) -> None:
     n = len(r.latencies)
     a, b = (cpu / n * 1000 for cpu in r.server_cpu)
-    print(f"{r.size:,} gateways ({args.processes} processes, half on each replica), load {r.load}")
+    print(
+        f"{r.size:,} gateways, {r.label()} ({args.processes} processes, half on each "
+        f"replica), load {r.load}"
+    )
     print(f"  publish -> all {r.size:,} acked, {summary(r.latencies, 'ms')}")
     if warning := tail_warning(r.latencies, 99):
         print(f"  {warning}")
@@ -508,48 +587,64 @@ def report_metrics(r: MetricsResult) -> None:
 
 def report_summary(args, sizes: list[SizeResult], metrics: list[MetricsResult]) -> None:
     print(f"percentiles: {PERCENTILE_METHOD}")
-    base = sizes[0]
-    print("size     p50 ms   p99 ms   server CPU/publish   per gateway   vs smallest   RSS/gateway")
-    for r in sizes:
+    labels = list(dict.fromkeys(r.label() for r in sizes))
+    print(
+        "size    server, ack           p50 ms   p99 ms   server CPU/publish   per gateway   "
+        f"vs smallest   vs {labels[0]}   RSS/gateway"
+    )
+    first = {r.size: r for r in sizes if r.label() == labels[0]}
+    for r in sorted(sizes, key=lambda r: (r.size, labels.index(r.label()))):
+        base = next(b for b in sizes if b.label() == r.label())
         extra = ""
-        if r is not base:
+        if r.size != base.size:
             kib = (sum(r.rss) - sum(base.rss)) * 1024 / (r.size - base.size)
             extra = f"{kib:8.1f} KiB"
         print(
-            f"{r.size:6,} {percentile(r.latencies, 50):8.1f} {percentile(r.latencies, 99):8.1f} "
-            f"{r.per_publish_ms():15.1f} ms {r.per_gateway_ms():10.3f} ms "
-            f"{r.per_gateway_ms() / base.per_gateway_ms():10.2f}x   {extra}"
+            f"{r.size:6,}  {r.label():20} {percentile(r.latencies, 50):8.1f} "
+            f"{percentile(r.latencies, 99):8.1f} {r.per_publish_ms():15.1f} ms "
+            f"{r.per_gateway_ms():10.3f} ms {r.per_gateway_ms() / base.per_gateway_ms():10.2f}x "
+            f"{r.per_gateway_ms() / first[r.size].per_gateway_ms():14.2f}x   {extra}"
         )
-    last = sizes[-1]
-    p99 = percentile(last.latencies, 99)
-    judged = len(last.latencies) >= 101
-    met = ("met" if p99 <= TARGET_P99_MS else "MISSED") if judged else "not judged (< 101)"
-    print(f"target: {last.size:,} gateways acked p99 <= {TARGET_P99_MS:g} ms: {p99:.0f} ms, {met}")
-    growth = [r.per_gateway_ms() / base.per_gateway_ms() for r in sizes]
-    flat = all(abs(g - 1) <= TARGET_FLAT for g in growth)
-    print(
-        f"target: CPU per gateway per publish flat within ±{TARGET_FLAT:.0%} from {base.size:,} "
-        f"to {last.size:,}: {min(growth):.2f}x-{max(growth):.2f}x, {'met' if flat else 'MISSED'}"
-    )
-    cost = last.per_gateway_ms()
-    need = SIZING * cost / 1000
-    print(
-        f"{SIZING:,} gateways at the {last.size:,}-gateway cost ({cost:.3f} ms per gateway per "
-        f"publish): {need:.1f} CPU-seconds of replicas per publish, i.e. acked within 1 s "
-        f"needs >= {need:.0f} replica cores busy for that second (more with headroom)"
-    )
-    idle = last.idle_cpu / last.size * SIZING
-    print(f"  held with nothing published: {idle:.2f} cores (30 s long polls)")
+    for label in labels:
+        report_targets([r for r in sizes if r.label() == label])
     if metrics:
         cost = max(m.cpu_per_post_ms() for m in metrics)
         print(
-            f"  metrics every second: {SIZING:,} posts/s x {cost:.3f} ms = "
+            f"metrics every second ({sizes[0].server}): {SIZING:,} posts/s x {cost:.3f} ms = "
             f"{SIZING * cost / 1000:.1f} cores (the ladder's dearest step)"
         )
         if saturated := [m for m in metrics if m.saturated()]:
             print(f"  the replicas' core saturated at {saturated[0].gateways:,} gateways posting")
         else:
             print(f"  not saturated at {metrics[-1].gateways:,} gateways posting")
+
+
+def report_targets(sizes: list[SizeResult]) -> None:
+    """The targets, and what SIZING gateways would need, for one server and ack."""
+    base, last = sizes[0], sizes[-1]
+    print(f"{last.label()}:")
+    p99 = percentile(last.latencies, 99)
+    judged = len(last.latencies) >= 101
+    met = ("met" if p99 <= TARGET_P99_MS else "MISSED") if judged else "not judged (< 101)"
+    print(
+        f"  target: {last.size:,} gateways acked p99 <= {TARGET_P99_MS:g} ms: {p99:.0f} ms, {met}"
+    )
+    growth = [r.per_gateway_ms() / base.per_gateway_ms() for r in sizes]
+    flat = all(abs(g - 1) <= TARGET_FLAT for g in growth)
+    print(
+        f"  target: CPU per gateway per publish flat within ±{TARGET_FLAT:.0%} from "
+        f"{base.size:,} to {last.size:,}: {min(growth):.2f}x-{max(growth):.2f}x, "
+        f"{'met' if flat else 'MISSED'}"
+    )
+    cost = last.per_gateway_ms()
+    need = SIZING * cost / 1000
+    print(
+        f"  {SIZING:,} gateways at the {last.size:,}-gateway cost ({cost:.3f} ms per gateway "
+        f"per publish): {need:.1f} CPU-seconds of replicas per publish, i.e. acked within 1 s "
+        f"needs >= {need:.0f} replica cores busy for that second (more with headroom)"
+    )
+    idle = last.idle_cpu / last.size * SIZING
+    print(f"  held with nothing published: {idle:.2f} cores (30 s long polls)")
 
 
 def main() -> None:

@@ -14,8 +14,9 @@ postgres://.../NAME`, NAME, which must contain "bench", dropped and created anew
 at the end), runs uvicorn serving graylane.asgi as a subprocess (with `--redis`, also a
 `celery -A graylane worker`, both on a Redis prefix of this run's own; without, the jobs run
 inside the server as with `make run`), and plays the gateways on loopback in this process:
-pull gateways that long-poll `GET /api/v1/gateway-config/` and ack, and push gateways
-(HTTP servers that verify the signature and answer the generation they run). Each round
+pull gateways that long-poll `GET /api/v1/gateway-config/` and ack with the next poll
+(`applied=N`, as the project's gateways do), and push gateways (HTTP servers that verify
+the signature and answer the generation they run). Each round
 publishes a policy change through the API and measures from just before that request until
 the control plane has recorded the last of the acks (the largest `acked_at`).
 
@@ -289,22 +290,31 @@ class LoopbackClient:
 
 
 class PullGateway(LoopbackClient):
-    """A pull gateway: long-poll, ack, repeat."""
+    """A pull gateway: long-poll, ack, repeat. The ack goes with the next poll (`applied=N`),
+    as the project's gateways send it; `fold_ack=False`: to the ack endpoint, as before it
+    could (one HTTP exchange more per generation)."""
 
-    def __init__(self, port: int, name: str, token: str):
+    def __init__(self, port: int, name: str, token: str, fold_ack: bool = True):
         super().__init__(port, token)
         self.name = name
+        self.fold_ack = fold_ack
 
     async def run(self, known: int) -> None:
         await self.connect()
+        applied = ""
         try:
             while True:
                 status, body = await self.request(
-                    "GET", f"/api/v1/gateway-config/?known={known}&wait=30"
+                    "GET", f"/api/v1/gateway-config/?known={known}&wait=30{applied}"
                 )
+                if status in (200, 304):
+                    applied = ""  # recorded
                 if status != 200:
                     continue
                 known = json.loads(body)["generation"]
+                if self.fold_ack:
+                    applied = f"&applied={known}"
+                    continue
                 ack = json.dumps({"generation": known}).encode()
                 status, body = await self.request("POST", f"/api/v1/gateways/{self.name}/ack/", ack)
                 if status != 200:

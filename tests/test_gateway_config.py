@@ -160,6 +160,10 @@ def test_an_unreadable_document_is_refused_with_an_error_ack_and_the_old_one_sta
     assert "gray: " in row["last_error"] and "percent" in row["last_error"]
     assert row["acked_generation"] == good
     assert row["status"] == "failing"
+    # Its next polls (answered 304 after 1 s) re-ack what it runs, never the refused one.
+    time.sleep(2.5)
+    row = lab.gateway_row("gw-test")
+    assert (row["status"], row["acked_generation"]) == ("failing", good)
     assert gateway.generation() == good
     assert version_of(gateway) == "V1"
     assert version_of(gateway, gray="gray-996") == "V2"

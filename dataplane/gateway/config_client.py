@@ -1,6 +1,11 @@
 """Getting the routing configuration: the long poll of docs/gateway-protocol.md, an ack
 per generation, and fail static.
 
+* An applied generation is acked by the next poll (`applied=N`), sent right after it: one
+  HTTP exchange per generation fewer than a poll, an ack and a poll. An ack that says more
+  than the generation goes to the ack endpoint instead: the first one of the process (it
+  names the engine, `ack_fields`), one listing skipped records, and an error ack.
+
 * A new document is compiled (routing.RoutingTable) off the event loop. Records it cannot
   use are left out and the rest is applied: the ack lists them (`skipped`). A document
   unreadable as a whole is refused: the gateway acks its generation with the error, keeps
@@ -83,7 +88,9 @@ class ConfigClient:
         self._compile = compile
         self.ack_fields = ack_fields or {}
         self.known: int | None = None  # the generation polled for: running or refused
-        self.acked: int | None = None
+        self.acked: int | None = None  # the generation the dashboard recorded as running
+        # Whether an ack with `ack_fields` was taken: until then none is folded into a poll.
+        self.fields_told = not self.ack_fields
         self.ready = asyncio.Event()  # set once a name is known (for acks and metrics)
         if name:
             self.ready.set()
@@ -140,15 +147,21 @@ class ConfigClient:
         params: dict[str, str | float] = {"wait": self.poll_wait}
         if self.known is not None:
             params["known"] = self.known
+        running = self.current()
+        applied = None
+        if running and self.acked != running.generation and self._foldable(running):
+            applied = params["applied"] = running.generation
         response = await self.client.get(
             CONFIG_PATH, params=params, timeout=httpx.Timeout(5.0, read=self.poll_wait + 10)
         )
         self._learn_name(response)
+        if applied is not None and response.status_code in (200, 304):
+            self.acked = applied  # recorded before the poll was answered
         if response.status_code == 304:
             running = self.current()
-            if self.known is not None and self.acked != self.known and running:
-                # e.g. the dashboard restarted; say what we run
-                await self.ack(self.known, skipped=running.skipped)
+            if running and self.acked != running.generation:
+                # e.g. its ack failed; say what we run (not `known`: it may be one refused)
+                await self.ack(running.generation, skipped=running.skipped)
             return
         if response.status_code != 200:
             log.warning(
@@ -197,7 +210,13 @@ class ConfigClient:
             )
         except OSError as exc:
             log.warning("Cannot write the cache file %s: %s", self.cache_file, exc)
-        await self.ack(table.generation, skipped=table.skipped)
+        if not self._foldable(table):
+            await self.ack(table.generation, skipped=table.skipped)
+        # else the next poll, sent at once, acks it
+
+    def _foldable(self, table: Any) -> bool:
+        """Whether the ack of this applied table can be folded into a poll."""
+        return self.fields_told and not table.skipped
 
     async def ack(
         self, generation: int, error: str | None = None, skipped: Sequence[Skipped] = ()
@@ -224,8 +243,10 @@ class ConfigClient:
                 response.status_code,
                 response.text[:200],
             )
-        elif error is None:
-            self.acked = generation
+        else:
+            self.fields_told = True
+            if error is None:
+                self.acked = generation
 
 
 def _generation_of(body: bytes) -> int | None:

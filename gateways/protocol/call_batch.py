@@ -12,7 +12,8 @@ writer when they come in a burst.
 import asyncio
 import weakref
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 
 from channels.db import database_sync_to_async
 from django.utils import timezone
@@ -31,6 +32,9 @@ LAST_SEEN_RESOLUTION_SECONDS = 1.0
 @dataclass(frozen=True)
 class Poll:
     key: str  # the gateway's token
+    # The generation the gateway says it applied since its last poll (`applied=N`): recorded
+    # as its ack `{"generation": N}` would be. None: the poll says nothing of it.
+    applied: int | None = None
 
 
 @dataclass(frozen=True)
@@ -76,9 +80,10 @@ NOT_A_GATEWAY = Refusal(
 
 
 def answer(calls: list[Poll | Ack]) -> list[Polled | AckRecorded | Refusal]:
-    """Each call's answer, in order: a Poll gets the newest generation's snapshot, an Ack
-    what was recorded. Reads every caller in one query and writes once
-    (gateways.acks.record_acks), plus once per refused generation."""
+    """Each call's answer, in order: a Poll gets the newest generation's snapshot (its
+    `applied` recorded as an Ack of it would be), an Ack what was recorded. Reads every
+    caller in one query and writes once (gateways.acks.record_acks), plus once per refused
+    generation."""
     hashes = {call.key: hash_token(call.key) for call in calls}
     # Unordered: Gateway's default order (by name) is of no use to a lookup by token, and
     # building it costs a fifth of this query's CPU, several times per generation.
@@ -92,11 +97,8 @@ def answer(calls: list[Poll | Ack]) -> list[Polled | AckRecorded | Refusal]:
     )
     snapshot = generation.current()
     now = timezone.now()
-    acks: dict[int, int] = {}
-    skipped: dict[int, tuple[dict[str, str], ...]] = {}
     seen: set[int] = set()
-    refused: dict[Gateway, str] = {}
-    engines: dict[int, tuple[str, str]] = {}
+    record = _Recording()
     answers: list[Polled | AckRecorded | Refusal] = []
     for call in calls:
         gateway = gateways.get(hashes[call.key])
@@ -104,6 +106,14 @@ def answer(calls: list[Poll | Ack]) -> list[Polled | AckRecorded | Refusal]:
             answers.append(NOT_A_GATEWAY if hashes[call.key] in users else UNAUTHENTICATED)
         elif isinstance(call, Poll):
             answers.append(Polled(snapshot, gateway.name))
+            if call.applied is not None:
+                # The ack folded into the poll, recorded as that ack: a generation that does
+                # not exist yet is not recorded (the ack would get 400), and the poll is
+                # answered all the same (its `known` may be one the database lost).
+                folded = Ack(call.key, gateway.name, call.applied)
+                recorded = _record_ack(gateway, folded, snapshot.number, now, record)
+                if not isinstance(recorded, Refusal):
+                    continue
             last_seen = gateway.last_seen
             if last_seen is None or (now - last_seen).total_seconds() >= (
                 LAST_SEEN_RESOLUTION_SECONDS
@@ -113,22 +123,41 @@ def answer(calls: list[Poll | Ack]) -> list[Polled | AckRecorded | Refusal]:
                 seen.add(gateway.pk)
                 gateway.last_seen = now
         else:
-            answer_ = _ack(gateway, call, snapshot.number, now, acks, refused)
-            answers.append(answer_)
-            if call.error is None and acks.get(gateway.pk) == call.number:
-                skipped[gateway.pk] = call.skipped
-            said = call.engine
-            changed = said is not None and (gateway.engine, gateway.engine_version) != said
-            if changed and said is not None and not isinstance(answer_, Refusal):
-                gateway.engine, gateway.engine_version = said
-                engines[gateway.pk] = said
-    if acks or seen:
-        record_acks(acks, seen=seen - acks.keys(), skipped=skipped)
-    for pk, (engine, version) in engines.items():  # rare: when a gateway changes engine
+            answers.append(_record_ack(gateway, call, snapshot.number, now, record))
+    if record.acks or seen:
+        record_acks(record.acks, seen=seen - record.acks.keys(), skipped=record.skipped)
+    for pk, (engine, version) in record.engines.items():  # rare: a gateway changed engine
         Gateway.objects.filter(pk=pk).update(engine=engine, engine_version=version)
-    for gateway, message in refused.items():
+    for gateway, message in record.refused.items():
         record_failure(gateway, message)
     return answers
+
+
+@dataclass
+class _Recording:
+    """What a batch's acks write, once they are all read (see `answer`)."""
+
+    acks: dict[int, int] = field(default_factory=dict)  # gateway pk -> generation it runs
+    # gateway pk -> the records of that generation it runs without
+    skipped: dict[int, tuple[dict[str, str], ...]] = field(default_factory=dict)
+    refused: dict[Gateway, str] = field(default_factory=dict)  # -> its error ack's message
+    engines: dict[int, tuple[str, str]] = field(default_factory=dict)  # -> engine newly named
+
+
+def _record_ack(
+    gateway: Gateway, call: Ack, newest: int, now: datetime, record: _Recording
+) -> AckRecorded | Refusal:
+    """One ack (posted, or folded into a poll) of a batch: its answer, its writes noted in
+    `record`."""
+    answer_ = _ack(gateway, call, newest, now, record.acks, record.refused)
+    if call.error is None and record.acks.get(gateway.pk) == call.number:
+        record.skipped[gateway.pk] = call.skipped
+    said = call.engine
+    changed = said is not None and (gateway.engine, gateway.engine_version) != said
+    if changed and said is not None and not isinstance(answer_, Refusal):
+        gateway.engine, gateway.engine_version = said
+        record.engines[gateway.pk] = said
+    return answer_
 
 
 def _ack(gateway: Gateway, call: Ack, newest: int, now, acks: dict[int, int], refused: dict):

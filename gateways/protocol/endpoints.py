@@ -1,10 +1,13 @@
 """The two endpoints gateways call, with their own gateway token (users' tokens get 403,
 even an admin's: a call is also the gateway saying it is alive):
 
-* `GET /api/v1/gateway-config/?known=<generation>&wait=<seconds>`: the document, at once
-  if its generation is not `known`, else as soon as a newer one exists, else 304 after
-  `wait` s. (A `known` above the current generation is answered at once too: the control
-  plane's database went back in time, and the gateway must not wait for it forever.)
+* `GET /api/v1/gateway-config/?known=<generation>&wait=<seconds>[&applied=<generation>]`:
+  the document, at once if its generation is not `known`, else as soon as a newer one
+  exists, else 304 after `wait` s. (A `known` above the current generation is answered at
+  once too: the control plane's database went back in time, and the gateway must not wait
+  for it forever.) `applied=N` is the ack `{"generation": N}` folded into the poll, recorded
+  as that ack would be (one exchange fewer per gateway and generation); a generation that
+  does not exist yet is not recorded, and the poll is answered all the same.
 * `POST /api/v1/gateways/{name}/ack/` `{"generation": N}`: the gateway runs generation N.
   Only for itself (else 403); acks never go backwards; a generation that does not exist
   yet is 400. Answers `{"name", "acked_generation", "status"}`. With `"error": "..."` the
@@ -117,14 +120,18 @@ async def poll(method: str, authorization: str, query: Mapping[str, str]) -> Ans
     key = token_key(authorization)
     if key is None:
         return _refused(call_batch.UNAUTHENTICATED)
-    answer = await call_batch.submit(Poll(key))
+    try:
+        known, wait, applied = _poll_parameters(query)
+    except _BadParameter as exc:
+        # Nothing is recorded; the caller is still checked first (401/403 before 400).
+        caller = await call_batch.submit(Poll(key))
+        if isinstance(caller, Refusal):
+            return _refused(caller)
+        return _json(400, {exc.field: [exc.message]})
+    answer = await call_batch.submit(Poll(key, applied))
     if isinstance(answer, Refusal):
         return _refused(answer)
     snapshot, name = answer.snapshot, answer.name
-    try:
-        known, wait = _poll_parameters(query)
-    except _BadParameter as exc:
-        return _json(400, {exc.field: [exc.message]})
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     while snapshot.number == known:
@@ -152,15 +159,11 @@ class _BadParameter(Exception):
         self.message = message
 
 
-def _poll_parameters(query) -> tuple[int, float]:
-    """`known` (default -1: answer at once) and `wait` in seconds (default 0)."""
-    known = -1
-    if "known" in query:
-        raw = query["known"].strip()
-        # isascii: str.isdigit() also holds for digits int() refuses, such as "²".
-        if not (raw.isascii() and raw.isdigit()) or len(raw) > MAX_GENERATION_DIGITS:
-            raise _BadParameter("known", "A generation number (a non-negative integer).")
-        known = int(raw)
+def _poll_parameters(query: Mapping[str, str]) -> tuple[int, float, int | None]:
+    """`known` (default -1: answer at once), `wait` in seconds (default 0), and `applied`
+    (default None: no ack)."""
+    known = -1 if "known" not in query else _generation(query, "known")
+    applied = None if "applied" not in query else _generation(query, "applied")
     wait = 0.0
     if "wait" in query:
         try:
@@ -169,7 +172,15 @@ def _poll_parameters(query) -> tuple[int, float]:
             wait = math.nan
         if not 0 <= wait <= MAX_WAIT:
             raise _BadParameter("wait", f"Seconds to wait, from 0 to {MAX_WAIT:g}.")
-    return known, wait
+    return known, wait, applied
+
+
+def _generation(query: Mapping[str, str], parameter: str) -> int:
+    raw = query[parameter].strip()
+    # isascii: str.isdigit() also holds for digits int() refuses, such as "²".
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > MAX_GENERATION_DIGITS:
+        raise _BadParameter(parameter, "A generation number (a non-negative integer).")
+    return int(raw)
 
 
 def _engine(parsed) -> tuple[str, str] | None | bool:

@@ -24,6 +24,15 @@ class PollQuerySerializer(serializers.Serializer):
         required=False,
         help_text="Seconds to wait for a newer generation (default 0).",
     )
+    applied = serializers.IntegerField(
+        min_value=0,
+        required=False,
+        help_text=(
+            'The generation the gateway applied since its last poll: its ack {"generation": '
+            "N} folded into the poll (an error ack, skipped records or the engine: the ack "
+            "endpoint)."
+        ),
+    )
 
 
 class GatewayDocumentSerializer(serializers.Serializer):

@@ -67,7 +67,8 @@ class GatewayConfigView(GatewayEndpoint):
         operation_id="v1_gateway_config_retrieve",
         description=(
             "The gateway document, for a gateway's own token. A long poll: with `known`, "
-            "answered as soon as a newer generation exists, or 304 after `wait` seconds."
+            "answered as soon as a newer generation exists, or 304 after `wait` seconds. "
+            "With `applied`, also the gateway's ack of that generation."
         ),
         parameters=[
             PollQuerySerializer,
@@ -83,7 +84,7 @@ class GatewayConfigView(GatewayEndpoint):
         responses={
             200: GatewayDocumentSerializer,
             304: OpenApiResponse(description="No newer generation within `wait` seconds."),
-            400: OpenApiResponse(description="A bad `known` or `wait`."),
+            400: OpenApiResponse(description="A bad `known`, `wait` or `applied`."),
             **REFUSALS,
         },
     )

@@ -283,7 +283,7 @@ def test_a_gateway_acks_only_for_itself(make_gateway):
 def test_the_openapi_document_describes_the_gateway_endpoints():
     schema = APIClient().get("/api/schema/", {"format": "json"}).json()
     config = schema["paths"]["/api/v1/gateway-config/"]["get"]
-    assert {p["name"] for p in config["parameters"]} == {"known", "wait"}
+    assert {p["name"] for p in config["parameters"]} == {"known", "wait", "applied"}
     assert {"200", "304", "400", "401", "403"} <= config["responses"].keys()
     ack = schema["paths"]["/api/v1/gateways/{name}/ack/"]["post"]
     body = resolve(schema, ack["requestBody"]["content"]["application/json"]["schema"])
@@ -405,3 +405,107 @@ def test_gateways_made_in_bulk_each_poll_with_their_own_token():
         assert response.status_code == 200
         assert response["X-Graylane-Gateway"] == name
     assert set(Gateway.objects.values_list("mode", flat=True)) == {Gateway.PULL}
+
+
+def row_of(admin: APIClient, name: str) -> dict:
+    rows = admin.get("/api/v1/gateways/").json()["results"]
+    return next(r for r in rows if r["name"] == name)
+
+
+ACKED_FIELDS = ("status", "acked_generation", "desired_generation", "last_error", "skipped")
+
+
+@GATEWAY_ENDPOINT
+def test_an_ack_folded_into_the_poll_is_recorded_as_the_ack_endpoint_records_it(
+    make_gateway, monkeypatch
+):
+    """`applied=N` on the long poll is the ack `{"generation": N}`: the same row, the same
+    live update; the poll is answered as without it."""
+    from gateways import status_updates
+
+    changed: list[int] = []
+    monkeypatch.setattr(status_updates, "changed", lambda *pks: changed.extend(pks))
+    folding, folding_token, _ = make_gateway("edge-poll")
+    posting, posting_token, _ = make_gateway("edge-post")
+    skipped = [{"record": "services.a", "reason": "bad"}]
+    first = generation.bump("one")
+    for name, token in (("edge-poll", folding_token), ("edge-post", posting_token)):
+        gateway_client(token).post(
+            f"/api/v1/gateways/{name}/ack/",
+            {"generation": first, "skipped": skipped},
+            format="json",
+        )
+    second = generation.bump("two")
+    changed.clear()
+    polled = gateway_client(folding_token).get(
+        "/api/v1/gateway-config/", {"known": second, "wait": 0, "applied": second}
+    )
+    assert polled.status_code == 304
+    assert polled["X-Graylane-Gateway"] == "edge-poll"
+    assert changed == [folding.pk], "the gateways page hears of it"
+    posted = gateway_client(posting_token).post(
+        "/api/v1/gateways/edge-post/ack/", {"generation": second}, format="json"
+    )
+    assert posted.status_code == 200
+    admin = admin_client()
+    by_poll, by_post = row_of(admin, "edge-poll"), row_of(admin, "edge-post")
+    assert [by_poll[f] for f in ACKED_FIELDS] == [by_post[f] for f in ACKED_FIELDS]
+    assert (by_poll["status"], by_poll["acked_generation"], by_poll["skipped"]) == (
+        "in_sync",
+        second,
+        [],
+    )
+    folding.refresh_from_db()
+    posting.refresh_from_db()
+    assert folding.acked_at is not None and folding.acked_at <= posting.acked_at
+    assert folding.last_seen is not None
+
+
+@GATEWAY_ENDPOINT
+def test_an_ack_folded_into_the_poll_never_moves_back_nor_clears_an_error(make_gateway):
+    """As posted acks: an error ack keeps using the ack endpoint, and the poll's `applied`
+    of the generation still run (below the refused one) leaves the error in place."""
+    gateway, token, _ = make_gateway("edge")
+    client = gateway_client(token)
+    good = generation.bump("good")
+    assert client.get("/api/v1/gateway-config/", {"applied": good}).status_code == 200
+    bad = generation.bump("bad")
+    refused = client.post(
+        "/api/v1/gateways/edge/ack/", {"generation": bad, "error": "gray: no"}, format="json"
+    )
+    assert refused.json() == {"name": "edge", "acked_generation": good, "status": "failing"}
+    polled = client.get("/api/v1/gateway-config/", {"known": bad, "wait": 0, "applied": good})
+    assert polled.status_code == 304
+    admin = admin_client()
+    row = row_of(admin, "edge")
+    assert (row["status"], row["acked_generation"]) == ("failing", good)
+    assert "gray: no" in row["last_error"]
+    client.get("/api/v1/gateway-config/", {"known": bad, "wait": 0, "applied": good - 1})
+    gateway.refresh_from_db()
+    assert gateway.acked_generation == good, "acks never move backwards"
+    fixed = generation.bump("fixed")
+    client.get("/api/v1/gateway-config/", {"known": fixed, "wait": 0, "applied": fixed})
+    row = row_of(admin, "edge")
+    assert (row["status"], row["acked_generation"], row["last_error"]) == ("in_sync", fixed, "")
+
+
+@GATEWAY_ENDPOINT
+def test_a_poll_applying_what_does_not_exist_is_answered_and_records_nothing(make_gateway):
+    gateway, token, _ = make_gateway("edge")
+    current = generation.bump("one")
+    client = gateway_client(token)
+    # A generation the database does not have (it went back in time): the poll is
+    # answered all the same, with the document, and nothing is acked.
+    ahead = client.get("/api/v1/gateway-config/", {"known": current + 3, "applied": current + 3})
+    assert ahead.status_code == 200 and ahead.json()["generation"] == current
+    gateway.refresh_from_db()
+    assert (gateway.acked_generation, gateway.last_seen is not None) == (0, True)
+    for applied in ("x", "-1", "1" * 20):
+        bad = client.get("/api/v1/gateway-config/", {"known": current, "applied": applied})
+        assert bad.status_code == 400 and "applied" in bad.json()
+    assert (
+        gateway_client("not-a-token").get("/api/v1/gateway-config/", {"applied": "x"}).status_code
+        == 401
+    ), "credentials before parameters"
+    gateway.refresh_from_db()
+    assert gateway.acked_generation == 0

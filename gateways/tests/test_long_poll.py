@@ -176,10 +176,35 @@ def test_credentials_and_parameters(server, make_gateway, make_user):
         ({"wait": "-1"}, "wait"),
         ({"wait": "soon"}, "wait"),
         ({"wait": "nan"}, "wait"),
+        ({"applied": "²"}, "applied"),
     ):
         response = httpx.get(url, params=params, headers=auth(token))
         assert response.status_code == 400, params
         assert field in response.json()
+
+
+def test_a_held_poll_has_recorded_the_ack_it_carries(server, make_gateway, operator_key):
+    """`applied=N` is recorded when the poll arrives, not when it is answered: the gateway
+    is in sync while its poll waits for the next generation."""
+    gateway, token, _ = make_gateway()
+    known = current_generation(server, token)
+    with ThreadPoolExecutor(1) as pool:
+        poll = pool.submit(
+            httpx.get,
+            server.url + CONFIG,
+            params={"known": known, "wait": 20, "applied": known},
+            headers=auth(token),
+            timeout=30,
+        )
+        deadline = time.monotonic() + 5
+        while Gateway.objects.get(pk=gateway.pk).acked_generation != known:
+            assert time.monotonic() < deadline, "the ack carried by the poll"
+            time.sleep(0.05)
+        assert not poll.done(), "the poll still waits"
+        publish(server, operator_key, 7)
+        assert poll.result(timeout=10).status_code == 200
+    gateway.refresh_from_db()
+    assert gateway.acked_at is not None and gateway.last_error == ""
 
 
 def test_a_burst_of_acks_each_gets_its_own_answer(server, make_gateway):
