@@ -6,20 +6,18 @@ its process is killed (its stream ends). What it registers is what the 1.x HTTP 
 and Graylane syncs. The push latency, register to the subscriber's callback, is printed."""
 
 import importlib.util
-import json
 import os
-import queue
 import signal
-import subprocess
 import sys
-import threading
 import time
 
 import httpx
 import pytest
 
+from testing import scripted_client
 from testing.demo_processes import FLEET_PASSWORD, FLEET_USER, fresh_dashboard, manage
 from testing.processes import BASE_DIR
+from testing.scripted_client import ScriptedClient, eventually
 
 pytestmark = pytest.mark.slow
 
@@ -56,44 +54,19 @@ def viewer(var_dir, dashboard):
         yield api
 
 
-class GrpcClient:
-    """tests/nacos2/nacos_client.py in its own process: `call(op, **args)` answers what the
-    SDK did; `events` gets the subscription's callbacks."""
+class GrpcClient(ScriptedClient):
+    """tests/nacos2/nacos_client.py in its own process."""
+
+    sdk = "nacos-sdk-python"
 
     def __init__(self, dashboard, password: str = FLEET_PASSWORD):
         server = dashboard.url.removeprefix("http://")
-        self.popen = subprocess.Popen(
+        super().__init__(
             [sys.executable, str(SCRIPT), server, FLEET_USER, password],
-            cwd=BASE_DIR,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            SERVICE,
+            ready_timeout=30.0,
             env={k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "DJANGO_"))},
         )
-        self.answers: queue.Queue[dict] = queue.Queue()
-        self.events: queue.Queue[dict] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-        assert self._next(self.answers, 30.0) == {"ready": True}
-
-    def _read(self) -> None:
-        assert self.popen.stdout is not None
-        for line in self.popen.stdout:
-            message = json.loads(line)
-            (self.events if "event" in message else self.answers).put(message)
-
-    def _next(self, messages: queue.Queue, timeout: float = 15.0) -> dict:
-        try:
-            return messages.get(timeout=timeout)
-        except queue.Empty:
-            self.popen.kill()
-            pytest.fail(f"no answer from nacos-sdk-python: {self.popen.stderr.read()[-3000:]}")  # type: ignore[union-attr]
-
-    def call(self, op: str, **args) -> dict:
-        assert self.popen.stdin is not None
-        self.popen.stdin.write(json.dumps({"op": op, "service": SERVICE, **args}) + "\n")
-        self.popen.stdin.flush()
-        return self._next(self.answers)
 
     def hosts_event(self, timeout: float = 10.0) -> dict:
         return self._next(self.events, timeout)
@@ -101,16 +74,6 @@ class GrpcClient:
     def kill(self) -> None:
         self.popen.send_signal(signal.SIGKILL)
         self.popen.wait(5)
-
-    def close(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.stdin.write('{"op": "close"}\n')  # type: ignore[union-attr]
-            self.popen.stdin.flush()  # type: ignore[union-attr]
-            try:
-                self.popen.wait(10)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(5)
 
 
 def http_hosts(dashboard, service: str = SERVICE) -> list[str]:
@@ -127,20 +90,7 @@ def http_hosts(dashboard, service: str = SERVICE) -> list[str]:
 
 
 def graylane_instances(viewer) -> list[tuple[str, int, str]]:
-    listed = viewer.get(f"/api/v1/services/{SERVICE}/instances/")
-    if listed.status_code == 404:  # not synced yet: no such service
-        return []
-    return sorted((i["host"], i["port"], i["state"]) for i in listed.json()["results"])
-
-
-def eventually(read, expected, timeout: float = 30.0):
-    deadline, value = time.monotonic() + timeout, None
-    while time.monotonic() < deadline:
-        value = read()
-        if value == expected:
-            return
-        time.sleep(0.2)
-    assert value == expected
+    return scripted_client.graylane_instances(viewer, SERVICE)
 
 
 def next_hosts(client: GrpcClient, expected: list[str], timeout: float = 10.0) -> dict:

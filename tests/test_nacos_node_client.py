@@ -4,19 +4,17 @@ every call instead of logging in: it registers, lists, is told by its subscripti
 another instance joins, deregisters, and is refused with a wrong password; what it does is
 what Graylane shows (the instances API)."""
 
-import json
 import os
-import queue
-import subprocess
-import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from testing import scripted_client
 from testing.demo_processes import FLEET_PASSWORD, FLEET_USER, fresh_dashboard, manage
 from testing.processes import BASE_DIR
+from testing.scripted_client import ScriptedClient
 
 pytestmark = pytest.mark.slow
 
@@ -54,73 +52,25 @@ def viewer(var_dir, dashboard):
         yield api
 
 
-class NodeClient:
-    """tests/node/nacos_client.js in its own process: `call(op, **args)` answers what the SDK
-    did; `events` gets the subscription's callbacks."""
+class NodeClient(ScriptedClient):
+    """tests/node/nacos_client.js in its own process."""
+
+    sdk = "the Node.js SDK"
 
     def __init__(self, dashboard, password: str):
         server = dashboard.url.removeprefix("http://")
-        self.popen = subprocess.Popen(
-            [str(NODE), str(SCRIPT), server, FLEET_USER, password],
-            cwd=BASE_DIR,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.answers: queue.Queue[dict] = queue.Queue()
-        self.events: queue.Queue[dict] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-        assert self._next(self.answers) == {"ready": True}
-
-    def _read(self) -> None:
-        assert self.popen.stdout is not None
-        for line in self.popen.stdout:
-            message = json.loads(line)
-            (self.events if "event" in message else self.answers).put(message)
-
-    def _next(self, messages: queue.Queue, timeout: float = 15.0) -> dict:
-        try:
-            return messages.get(timeout=timeout)
-        except queue.Empty:
-            self.popen.kill()
-            pytest.fail(f"no answer from the Node.js SDK: {self.popen.stderr.read()}")  # type: ignore[union-attr]
-
-    def call(self, op: str, **args) -> dict:
-        assert self.popen.stdin is not None
-        self.popen.stdin.write(json.dumps({"op": op, "service": SERVICE, **args}) + "\n")
-        self.popen.stdin.flush()
-        return self._next(self.answers)
+        super().__init__([str(NODE), str(SCRIPT), server, FLEET_USER, password], SERVICE)
 
     def hosts_event(self, timeout: float) -> list[str]:
         return self._next(self.events, timeout)["hosts"]
 
-    def close(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.stdin.write('{"op": "close"}\n')  # type: ignore[union-attr]
-            self.popen.stdin.flush()  # type: ignore[union-attr]
-            try:
-                self.popen.wait(10)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(5)
-
 
 def graylane_instances(viewer) -> list[tuple[str, int, str]]:
-    listed = viewer.get(f"/api/v1/services/{SERVICE}/instances/")
-    if listed.status_code == 404:  # not synced yet: no such service
-        return []
-    return sorted((i["host"], i["port"], i["state"]) for i in listed.json()["results"])
+    return scripted_client.graylane_instances(viewer, SERVICE)
 
 
 def eventually(read, expected, timeout: float = 30.0):
-    deadline, value = time.monotonic() + timeout, None
-    while time.monotonic() < deadline:
-        value = read()
-        if value == expected:
-            return
-        time.sleep(0.3)
-    assert value == expected
+    scripted_client.eventually(read, expected, timeout, every=0.3)
 
 
 def test_registers_lists_subscribes_and_deregisters_with_username_and_password(dashboard, viewer):

@@ -158,6 +158,11 @@ def _register(
     connections.owns(call.connection, key, actor)
 
 
+def _deregister(connections: Connections, call: Call, key: InstanceKey, actor: str) -> None:
+    naming.deregister(key, actor=actor)
+    connections.disowns(call.connection, key)
+
+
 def instance(connections: Connections, call: Call) -> dict[str, Any]:
     actor = _actor(call, "InstanceResponse")
     service = _service(call.body)
@@ -166,8 +171,7 @@ def instance(connections: Connections, call: Call) -> dict[str, Any]:
     if kind == REGISTER:
         _register(connections, call, key, fields, actor)
     elif kind == DEREGISTER:
-        naming.deregister(key, actor=actor)
-        connections.disowns(call.connection, key)
+        _deregister(connections, call, key, actor)
     else:
         raise NacosError(INVALID_PARAM, f"Unsupported request type {kind}")
     return ok(call.body.get("requestId", ""), type=kind)
@@ -188,8 +192,7 @@ def batch_instance(connections: Connections, call: Call) -> dict[str, Any]:
     keep = {key for key, _ in wanted}
     for key in connections.owned(call.connection, service):
         if key not in keep:
-            naming.deregister(key, actor=actor)
-            connections.disowns(call.connection, key)
+            _deregister(connections, call, key, actor)
     for key, fields in wanted:
         _register(connections, call, key, fields, actor)
     return ok(call.body.get("requestId", ""), type=kind)
