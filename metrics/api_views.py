@@ -1,18 +1,14 @@
 from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from gateways.authentication import GatewayOnlyTokenAuthentication
-from gateways.models import Gateway
-from gateways.protocol.views import GATEWAY_TOKEN, REFUSALS, GatewayEndpoint
+from gateways.protocol.views import GatewayReportView, report_schema
 from metrics import promql_source, services
-from metrics.permissions import GatewayOnly
 from metrics.serializers import (
     AcceptedSerializer,
     IngestSerializer,
@@ -22,16 +18,10 @@ from metrics.serializers import (
 )
 
 
-class MetricsIngestView(GatewayEndpoint):
-    authentication_classes = [GatewayOnlyTokenAuthentication]
-    permission_classes = [GatewayOnly]
-
-    def max_body_bytes(self) -> int:
-        return settings.METRICS_MAX_BODY_BYTES
-
-    @extend_schema(
-        operation_id="v1_metrics_create",
-        description=(
+class MetricsIngestView(GatewayReportView):
+    @report_schema(
+        "v1_metrics_create",
+        (
             "Samples a gateway saw: per service, version, lane (of GRAY requests; none for "
             "the others) and second, requests, errors and p95 latency. A sample re-sent "
             "(same gateway, service, version, lane, ts) is counted once. Any invalid sample "
@@ -41,18 +31,12 @@ class MetricsIngestView(GatewayEndpoint):
             "METRICS_MAX_SERIES, are refused and the rest taken: `refused` counts them by "
             "service, `refused_reasons` says why."
         ),
-        request=IngestSerializer,
-        auth=GATEWAY_TOKEN,
-        responses={
-            202: AcceptedSerializer,
-            400: OpenApiResponse(description="Field messages, by sample index."),
-            413: OpenApiResponse(description="A body over METRICS_MAX_BODY_BYTES."),
-            **REFUSALS,
-        },
+        IngestSerializer,
+        AcceptedSerializer,
+        "sample",
     )
     def post(self, request: Request) -> Response:
-        gateway = request.auth
-        assert isinstance(gateway, Gateway), "GatewayOnlyTokenAuthentication lets gateways in only"
+        gateway = self.reporter(request)
         serializer = IngestSerializer(data=request.data, context={"gateway": gateway.name})
         serializer.is_valid(raise_exception=True)
         ingested = services.ingest(gateway, serializer.to_samples())

@@ -2,15 +2,19 @@
 protocol/endpoints.py), for whatever reaches Django (the test client, a WSGI server), and
 the source of their OpenAPI description."""
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import permissions
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from gateways.authentication import GatewayOnlyTokenAuthentication, GatewayPrincipal
+from gateways.models import Gateway
 from gateways.protocol import endpoints
 from gateways.protocol.serializers import (
     AckRecordedSerializer,
@@ -26,6 +30,8 @@ REFUSALS = {
         DetailSerializer, description="A user's token, or (ack) another gateway's name."
     ),
 }
+F = TypeVar("F", bound=Callable[..., Any])
+
 # Gateways send `Authorization: Token <key>`; the endpoints check it themselves.
 # (drf-spectacular takes security requirement objects here, whatever its hint says.)
 GATEWAY_TOKEN: Any = [{"tokenAuth": []}]
@@ -60,6 +66,48 @@ class GatewayEndpoint(APIView):
         if refusal is not None:
             return _response(refusal)
         return super().dispatch(request, *args, **kwargs)
+
+
+class GatewayOnly(permissions.BasePermission):
+    """Gateway tokens only: a user's token (whatever its role) is refused with 403."""
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return isinstance(request.user, GatewayPrincipal)
+
+
+class GatewayReportView(GatewayEndpoint):
+    """Where a gateway posts what it saw (metrics, traffic samples, shadow comparisons, each
+    in its own app): its own token only, a body up to METRICS_MAX_BODY_BYTES, answered 202."""
+
+    authentication_classes = [GatewayOnlyTokenAuthentication]
+    permission_classes = [GatewayOnly]
+
+    def max_body_bytes(self) -> int:
+        return settings.METRICS_MAX_BODY_BYTES
+
+    @staticmethod
+    def reporter(request: Request) -> Gateway:
+        gateway = request.auth
+        assert isinstance(gateway, Gateway), "GatewayOnlyTokenAuthentication lets gateways in only"
+        return gateway
+
+
+def report_schema(
+    operation_id: str, description: str, request: Any, accepted: Any, item: str
+) -> Callable[[F], F]:
+    """The OpenAPI description of a GatewayReportView's post; `item`: what the body lists."""
+    return extend_schema(
+        operation_id=operation_id,
+        description=description,
+        request=request,
+        auth=GATEWAY_TOKEN,
+        responses={
+            202: accepted,
+            400: OpenApiResponse(description=f"Field messages, by {item} index."),
+            413: OpenApiResponse(description="A body over METRICS_MAX_BODY_BYTES."),
+            **REFUSALS,
+        },
+    )
 
 
 class GatewayConfigView(GatewayEndpoint):
