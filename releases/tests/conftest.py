@@ -77,6 +77,16 @@ def fleet(db):
             )
 
 
+# Intervals longer than a test: no analysis changes a release's state behind its back.
+QUIET_ANALYSIS = {
+    "interval_s": 300,
+    "min_requests": 50,
+    "max_error_rate_increase": 1.0,
+    "failures_tolerated": 1,
+    "max_p95_ms": None,
+    "deadline_s": 3600,
+}
+
 STEPS = [{"targeted": True}, {"percent": 5}, {"percent": 25}, {"percent": 50}, {"percent": 100}]
 
 

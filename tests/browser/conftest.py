@@ -28,6 +28,7 @@ from policy.services import create_lane, set_service_versions, update_policy
 from registry_sync.models import Instance, Service
 from releases import services as releases
 from releases.bundles import create_bundle
+from releases.tests.conftest import fleet  # noqa: F401  (a fixture these tests share)
 from testing import processes
 
 CHROMIUM = "/usr/bin/chromium"

@@ -4,20 +4,15 @@ field, keeps what was typed and makes nothing."""
 
 import pytest
 
-from registry_sync.models import Instance, Service
 from releases.models import Release
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
+@pytest.mark.usefixtures("fleet")
 def test_a_release_with_several_bad_fields_shows_every_error_at_once(
     page, make_role_user, log_in, screenshot
 ):
-    service = Service.objects.create(name="user-app")
-    for n, version in enumerate(("V1", "V2")):
-        Instance.objects.create(service=service, instance_id=f"user-app-{version}",
-                                host=f"10.0.{n}.1", port=7201, version=version,
-                                state=Instance.UP)  # fmt: skip
     make_role_user("olga", "operator")
     log_in("olga")
     page.goto("/releases/")

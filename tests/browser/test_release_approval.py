@@ -9,10 +9,9 @@ import pytest
 from django.utils import timezone
 
 from policy.models import Freeze
-from policy.services import update_policy
-from registry_sync.models import Instance, Service
 from releases import services
 from releases.models import Release
+from releases.tests.conftest import QUIET_ANALYSIS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a uvicorn of its own (asgi_server)
 
@@ -27,22 +26,11 @@ def server_url(asgi_server):
     return asgi_server.url
 
 
+@pytest.mark.usefixtures("fleet")
 def test_another_operator_approves_a_step_from_the_release_page(
     page, asgi_server, make_role_user, log_in, screenshot, settings
 ):
     settings.RELEASE_FOUR_EYES = True  # here as in the server: olga's promote says so
-    service = Service.objects.create(name="user-app")
-    for n, version in enumerate(("V1", "V2")):
-        Instance.objects.create(service=service, instance_id=f"user-app-{version}",
-                                host=f"10.0.{n}.1", port=7201, version=version,
-                                state=Instance.UP)  # fmt: skip
-    update_policy(
-        {"enabled": True, "routing": True},
-        partial=True,
-        actor="setup",
-        source="api",
-        expected_revision=None,
-    )
     make_role_user("olga", "operator")
     make_role_user("anna", "operator")
     release = services.create_release(
@@ -50,15 +38,7 @@ def test_another_operator_approves_a_step_from_the_release_page(
         to_version="V2",
         from_version=None,
         steps=[{"targeted": True}, {"approval": True}, {"percent": 50}, {"percent": 100}],
-        # Intervals longer than the test: no analysis changes a state behind its back.
-        analysis_settings={
-            "interval_s": 300,
-            "min_requests": 50,
-            "max_error_rate_increase": 1.0,
-            "failures_tolerated": 1,
-            "max_p95_ms": None,
-            "deadline_s": 3600,
-        },
+        analysis_settings=QUIET_ANALYSIS,
         actor="olga",
         source="api",
     )

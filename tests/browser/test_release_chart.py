@@ -12,7 +12,7 @@ from metrics.latency import bucket_of
 from metrics.models import MinuteLatency, MinuteRollup
 from releases import services
 from releases.models import ReleaseEvent
-from releases.tests.conftest import fleet  # noqa: F401
+from releases.tests.conftest import QUIET_ANALYSIS
 
 pytestmark = pytest.mark.browser
 
@@ -41,14 +41,7 @@ def test_the_release_page_charts_both_versions_with_its_steps_marked(
         to_version="V2",
         from_version=None,
         steps=[{"percent": 10}, {"percent": 50}],
-        analysis_settings={
-            "interval_s": 300,
-            "min_requests": 50,
-            "max_error_rate_increase": 1.0,
-            "failures_tolerated": 1,
-            "max_p95_ms": None,
-            "deadline_s": 3600,
-        },
+        analysis_settings=QUIET_ANALYSIS,
         actor="olga",
         source="api",
     )

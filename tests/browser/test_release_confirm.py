@@ -3,42 +3,22 @@ dismissed, nothing happens (the release stays pending, then running); accepted, 
 
 import pytest
 
-from policy.services import update_policy
-from registry_sync.models import Instance, Service
 from releases import services
 from releases.models import Release
+from releases.tests.conftest import QUIET_ANALYSIS
 
 pytestmark = pytest.mark.browser
 
 
+@pytest.mark.usefixtures("fleet")
 def test_start_and_abort_ask_and_a_dismissal_changes_nothing(page, make_role_user, log_in):
-    service = Service.objects.create(name="user-app")
-    for n, version in enumerate(("V1", "V2")):
-        Instance.objects.create(service=service, instance_id=f"user-app-{version}",
-                                host=f"10.0.{n}.1", port=7201, version=version,
-                                state=Instance.UP)  # fmt: skip
-    update_policy(
-        {"enabled": True, "routing": True},
-        partial=True,
-        actor="setup",
-        source="api",
-        expected_revision=None,
-    )
     make_role_user("olga", "operator")
     release = services.create_release(
         service="user-app",
         to_version="V2",
         from_version=None,
         steps=[{"percent": 10}, {"percent": 100}],
-        # An interval longer than the test: no analysis changes the state behind its back.
-        analysis_settings={
-            "interval_s": 300,
-            "min_requests": 50,
-            "max_error_rate_increase": 1.0,
-            "failures_tolerated": 1,
-            "max_p95_ms": None,
-            "deadline_s": 3600,
-        },
+        analysis_settings=QUIET_ANALYSIS,
         actor="olga",
         source="api",
     )

@@ -7,28 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from policy.services import update_policy
-from registry_sync.models import Instance, Service
 from releases.models import Release
 
 pytestmark = pytest.mark.browser
 
 
+@pytest.mark.usefixtures("fleet")
 def test_a_scheduled_release_with_a_latency_bound_from_the_form(
     page, make_role_user, log_in, screenshot
 ):
-    service = Service.objects.create(name="user-app")
-    for n, version in enumerate(("V1", "V2")):
-        Instance.objects.create(service=service, instance_id=f"user-app-{version}",
-                                host=f"10.0.{n}.1", port=7201, version=version,
-                                state=Instance.UP)  # fmt: skip
-    update_policy(
-        {"enabled": True, "routing": True},
-        partial=True,
-        actor="setup",
-        source="api",
-        expected_revision=None,
-    )
     make_role_user("olga", "operator")
     log_in("olga")
     page.goto("/releases/")
