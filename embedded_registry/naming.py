@@ -2,11 +2,12 @@
 deregister and update through the naming API are audited (source `registry`); beats are
 not."""
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import Q
 
 from audit import log as audit_log
 from embedded_registry import clock
@@ -18,6 +19,7 @@ from routing_engine import bounded_json
 BEAT_INTERVAL_MS = 5000
 BEAT_TIMEOUT_MS = 15000
 DELETE_TIMEOUT_MS = 30000
+BEAT_TIMEOUT_KEY = "preserved.heart.beat.timeout"
 GROUP_SEPARATOR = "@@"
 
 
@@ -88,9 +90,7 @@ def millis(metadata: dict, key: str, default: int) -> int:
 
 
 def beat_timeout(instance: EmbeddedInstance) -> timedelta:
-    return timedelta(
-        milliseconds=millis(instance.metadata, "preserved.heart.beat.timeout", BEAT_TIMEOUT_MS)
-    )
+    return timedelta(milliseconds=millis(instance.metadata, BEAT_TIMEOUT_KEY, BEAT_TIMEOUT_MS))
 
 
 def delete_timeout(instance: EmbeddedInstance) -> timedelta:
@@ -103,6 +103,31 @@ def is_healthy(instance: EmbeddedInstance, now: datetime) -> bool:
     if not instance.ephemeral:
         return instance.healthy
     return instance.healthy and now - instance.last_beat <= beat_timeout(instance)
+
+
+def timed_out(services: Iterable[tuple[str, str, str]]) -> dict[tuple[str, str, str], frozenset]:
+    """Of `services` ((namespace, group, service)), the ephemeral instances that stopped
+    beating: unhealthy by their beat timeout, not yet deleted by their delete timeout, as
+    (ip, port, cluster) by service."""
+    wanted = set(services)
+    if not wanted:
+        return {}
+    now = clock.now()
+    which = Q()
+    for namespace, group, service in wanted:
+        which |= Q(namespace=namespace, group=group, service=service)
+    # The default timeout bounds the candidates in the database; an instance with a
+    # timeout of its own is read whatever its last beat.
+    late = Q(last_beat__lt=now - timedelta(milliseconds=BEAT_TIMEOUT_MS))
+    rows = EmbeddedInstance.objects.filter(
+        which, late | Q(metadata__has_key=BEAT_TIMEOUT_KEY), ephemeral=True, healthy=True
+    )
+    found: dict[tuple[str, str, str], set] = {}
+    for row in rows:
+        if now - row.last_beat > beat_timeout(row):
+            service = (row.namespace, row.group, row.service)
+            found.setdefault(service, set()).add((row.ip, row.port, row.cluster))
+    return {service: frozenset(instances) for service, instances in found.items()}
 
 
 def purge_expired(

@@ -101,6 +101,13 @@ class Connections:
             if not selections:
                 connection.subscriptions.pop(service, None)
 
+    def subscribed(self) -> set[ServiceKey]:
+        """The services this process's connections subscribe to."""
+        with self._lock:
+            return {
+                key for connection in self._by_peer.values() for key in connection.subscriptions
+            }
+
     def renew(self) -> None:
         """One round of beats for the instances of every open connection."""
         for connection in self.all():

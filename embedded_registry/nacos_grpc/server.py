@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 PORT_OFFSET = 1000  # Nacos clients' gRPC port: the server's HTTP port + 1000
 THREADS = 8
 MAX_WAITING_PUSHES = 100
+HEALTH_CHECK_SECONDS = 1.0
 OPTIONS = [
     # A port in use is an error, not shared with whoever holds it (grpc's default on Linux).
     ("grpc.so_reuseport", 0),
@@ -67,6 +68,7 @@ class NacosGrpcServer:
             raise self._failure
         changes.listen(self._changed)
         threading.Thread(target=self._renew_forever, name="nacos-grpc-beats", daemon=True).start()
+        threading.Thread(target=self._watch_health, name="nacos-grpc-health", daemon=True).start()
         if settings.REDIS_URL:
             threading.Thread(
                 target=changes.relay_from_redis, args=(self._stop,), name="nacos-grpc-relay",
@@ -130,6 +132,30 @@ class NacosGrpcServer:
                 self.connections.renew()
             except Exception:
                 log.exception("Renewing the gRPC clients' instances failed; retried next beat.")
+            finally:
+                close_old_connections()
+
+    def _watch_health(self) -> None:
+        """Push a subscribed service whose instances stopped beating (unhealthy after their
+        beat timeout, 15 s) or beat again, as Nacos does: no row changes then, so no change
+        is announced, and subscribers would see it only at the deletion (30 s). Every
+        process watches for its own subscribers. (When a timed-out instance is deleted, its
+        subscribers are pushed twice: by the deletion's announcement and by this.)"""
+        before: dict[tuple[str, str, str], frozenset] = {}
+        watched: set[tuple[str, str, str]] = set()  # a new subscriber was just answered
+        while not self._stop.wait(HEALTH_CHECK_SECONDS):
+            close_old_connections()
+            try:
+                subscribed = {
+                    (key.namespace, key.group, key.service) for key in self.connections.subscribed()
+                }
+                now = naming.timed_out(subscribed)
+                for service in subscribed & watched:
+                    if now.get(service, frozenset()) != before.get(service, frozenset()):
+                        self._changed(changes.ServiceKey(*service))
+                before, watched = now, subscribed
+            except Exception:
+                log.exception("Watching the subscribed instances' beats failed; retried.")
             finally:
                 close_old_connections()
 

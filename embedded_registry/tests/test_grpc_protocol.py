@@ -15,6 +15,7 @@ from accounts.models import ApiToken
 from audit.models import AuditEntry
 from embedded_registry.models import EmbeddedInstance
 from embedded_registry.nacos_grpc import payloads
+from embedded_registry.nacos_grpc import server as server_module
 from embedded_registry.nacos_grpc.server import NacosGrpcServer
 from testing.processes import free_port
 
@@ -264,6 +265,43 @@ def test_a_drain_by_the_sync_is_pushed_to_subscribers(server, token):
         if pushed["serviceInfo"]["hosts"]:
             kind, pushed = client.pushed.get(timeout=5)
         assert (kind, pushed["serviceInfo"]["hosts"]) == ("NotifySubscriberRequest", [])
+    finally:
+        client.close()
+
+
+def test_an_instance_that_stops_beating_is_pushed_unhealthy_then_healthy_again(
+    server, token, registry_clock
+):
+    """An instance of a 1.x client (it beats over HTTP) whose beats stop: its subscribers
+    are pushed it unhealthy once its beat timeout passed, not only when it is deleted; and
+    pushed it healthy when it beats again. No row changes at either moment."""
+    from embedded_registry import naming
+
+    key = naming.InstanceKey("public", "DEFAULT_GROUP", "http-app", "DEFAULT", "10.0.0.9", 7502)
+    naming.register(key, actor="test", weight=1.0, healthy=True, enabled=True, ephemeral=True,
+                    metadata={})  # fmt: skip
+    client = Client(server.port)
+    try:
+        client.setup()
+        subscription = {"namespace": "public", "serviceName": "http-app", "subscribe": True}
+        answer = client.send("SubscribeServiceRequest", subscription, {"accessToken": token})
+        assert [h["healthy"] for h in answer[1]["serviceInfo"]["hosts"]] == [True]
+        time.sleep(2 * server_module.HEALTH_CHECK_SECONDS)  # watched from now on
+        assert client.pushed.empty()
+
+        registry_clock.advance(naming.BEAT_TIMEOUT_MS / 1000 + 1)
+        kind, pushed = client.pushed.get(timeout=5)
+        assert kind == "NotifySubscriberRequest"
+        assert [(h["ip"], h["healthy"]) for h in pushed["serviceInfo"]["hosts"]] == [
+            ("10.0.0.9", False)
+        ]
+        assert naming.beat(key, None)
+        kind, pushed = client.pushed.get(timeout=5)
+        assert [(h["ip"], h["healthy"]) for h in pushed["serviceInfo"]["hosts"]] == [
+            ("10.0.0.9", True)
+        ]
+        time.sleep(2 * server_module.HEALTH_CHECK_SECONDS)
+        assert client.pushed.empty()  # once per change
     finally:
         client.close()
 
