@@ -125,9 +125,9 @@ def timed_out(services: Iterable[tuple[str, str, str]]) -> dict[tuple[str, str, 
     found: dict[tuple[str, str, str], set] = {}
     for row in rows:
         if now - row.last_beat > beat_timeout(row):
-            service = (row.namespace, row.group, row.service)
-            found.setdefault(service, set()).add((row.ip, row.port, row.cluster))
-    return {service: frozenset(instances) for service, instances in found.items()}
+            of = (row.namespace, row.group, row.service)
+            found.setdefault(of, set()).add((row.ip, row.port, row.cluster))
+    return {of: frozenset(instances) for of, instances in found.items()}
 
 
 def purge_expired(
