@@ -113,6 +113,7 @@ TARGET_INSTRUCTIONS_RATIO = 2.0
 # Lanes beside gray in the document every proxy with our rules carries (issue: "with lanes
 # loaded"); --lanes 0 for the gray lane alone.
 LANES = 20
+SKETCH = "sketch (ceiling)"
 
 
 # -- the processes -------------------------------------------------------------------------------
@@ -436,8 +437,13 @@ def count_proxy(
     )
 
 
-def count_proxies(work: Path, upstream: int, cache: Path, few: int, many: int) -> dict:
-    """Counted: nginx (one process: no master) and our gateway, proxying to `upstream`."""
+def count_proxies(
+    work: Path, upstream: int, cache: Path, few: int, many: int, sketch: bool
+) -> dict:
+    """Counted: nginx (one process: no master), our gateway and (`sketch`) the bare
+    pass-through, proxying to `upstream`. The sketch's count is the floor of a proxy written
+    in Python on this stack: what the interpreter, uvloop and httptools cost with no
+    decision, no headers rewritten, no metrics."""
 
     def start_nginx(out: Path) -> UnderCallgrind:
         directory = out.parent / (out.name + ".d")
@@ -448,10 +454,17 @@ def count_proxies(work: Path, upstream: int, cache: Path, few: int, many: int) -
         args, port = gateway_args(cache)
         return UnderCallgrind(args, port, out, {**os.environ, **GATEWAY_ENV, "PYTHONHASHSEED": "0"})
 
-    return {
+    def start_sketch(out: Path) -> UnderCallgrind:
+        port = free_port()
+        return UnderCallgrind(sketch_args(port, upstream), port, out)
+
+    counted = {
         "nginx": count_proxy(start_nginx, work / "counted-nginx", few, many),
         "gateway": count_proxy(start_gateway, work / "counted-gateway", few, many),
     }
+    if sketch:
+        counted[SKETCH] = count_proxy(start_sketch, work / "counted-sketch", few, many)
+    return counted
 
 
 def aiohttp_gateway(cache_file: Path) -> Child:
@@ -460,9 +473,13 @@ def aiohttp_gateway(cache_file: Path) -> Child:
     return Child(args, port)
 
 
+def sketch_args(port: int, upstream: int) -> list[str]:
+    return [sys.executable, __file__, "--serve-sketch", str(port), str(upstream)]
+
+
 def sketch_gateway(upstream: int) -> Child:
     port = free_port()
-    return Child([sys.executable, __file__, "--serve-sketch", str(port), str(upstream)], port)
+    return Child(sketch_args(port, upstream), port)
 
 
 def serve_sketch(port: int, upstream: int) -> None:
@@ -645,7 +662,7 @@ def measure(child: Child | EngineChild | None, port: int, args) -> dict:
 
 
 def gateway_ratios(median: dict, proxies: dict, args) -> None:
-    for other in ("aiohttp", "sketch (ceiling)"):
+    for other in ("aiohttp", SKETCH):
         if other in proxies:
             ratio = median["gateway"]["rate"] / median[other]["rate"]
             cpu = median["gateway"]["cpu_us"] / median[other]["cpu_us"]
@@ -686,6 +703,13 @@ def print_counted(counted: dict, median: dict, few: int, many: int) -> None:
         )
     ratio = counted["gateway"].instructions / counted["nginx"].instructions
     cpu = median["gateway"]["cpu_us"] / nginx["cpu_us"]
+    if SKETCH in counted:
+        floor = counted[SKETCH].instructions / counted["nginx"].instructions
+        print(
+            f"sketch / nginx instructions per proxied request: {floor:.2f}x (the floor of a "
+            f"proxy in Python on uvloop + httptools); gateway / sketch: "
+            f"{counted['gateway'].instructions / counted[SKETCH].instructions:.2f}x"
+        )
     print(
         f"gateway / nginx instructions per proxied request: {ratio:.2f}x "
         f"(target <= {TARGET_INSTRUCTIONS_RATIO}: "
@@ -765,7 +789,7 @@ def main() -> None:
             proxies["nginx"] = proxy_nginx(work / "proxy", upstream.port)
             proxies["gateway"] = our_gateway(cache)
             if not args.no_sketch:
-                proxies["sketch (ceiling)"] = sketch_gateway(upstream.port)
+                proxies[SKETCH] = sketch_gateway(upstream.port)
             if not args.no_aiohttp:
                 proxies["aiohttp"] = aiohttp_gateway(cache)
         if engines:
@@ -843,7 +867,7 @@ def main() -> None:
                     + (" (target 0)" if kind == "envoy" else "")
                 )
         if counting:
-            counted = count_proxies(work, upstream.port, cache, few, many)
+            counted = count_proxies(work, upstream.port, cache, few, many, not args.no_sketch)
             print_counted(counted, median, few, many)
     finally:
         for child in reversed(children):
