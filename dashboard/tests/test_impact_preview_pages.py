@@ -10,37 +10,18 @@ from policy.documents import policy_of
 from policy.publishing import load_state
 from policy.services import create_lane, update_policy
 from registry_sync.models import Instance, Service
-from traffic import store as store_module
 from traffic.samples import TrafficSample
-from traffic.store import MemorySampleStore
+from traffic.tests.conftest import PREVIEW_LIVE
 
 pytestmark = pytest.mark.django_db
 
-LIVE = {
-    "enabled": True,
-    "routing": True,
-    "header": {"name": "x-gray", "value": "on"},
-    "ips": [],
-    "cities": [],
-    "users": ["1001"],
-    "user_header": "X-User-No",
-    "city_header": "X-City",
-    "percent": 0,
-    "versions": {"prod": "V1", "gray": "V2"},
-}
+LIVE = PREVIEW_LIVE
 
 
 @pytest.fixture
 def operator_client(client, make_user):
     client.force_login(make_user("olga", "operator"))
     return client
-
-
-@pytest.fixture
-def samples(monkeypatch):
-    kept = MemorySampleStore()
-    monkeypatch.setattr(store_module, "_configured", kept)
-    return kept
 
 
 @pytest.fixture

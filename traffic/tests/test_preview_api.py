@@ -1,6 +1,5 @@
 """POST /api/v1/policy/preview/: what a draft would do to the sampled requests."""
 
-import time
 from collections import Counter
 
 import pytest
@@ -9,43 +8,13 @@ from audit.models import AuditEntry
 from policy.models import Revision
 from registry_sync.models import Instance, Service
 from traffic import store as store_module
-from traffic.samples import TrafficSample
-from traffic.store import MemorySampleStore
+from traffic.tests.conftest import PREVIEW_LIVE
 
 pytestmark = pytest.mark.django_db
 
-LIVE = {
-    "enabled": True,
-    "routing": True,
-    "header": {"name": "x-gray", "value": "on"},
-    "ips": [],
-    "cities": [],
-    "users": ["1001"],
-    "user_header": "X-User-No",
-    "city_header": "X-City",
-    "percent": 0,
-    "versions": {"prod": "V1", "gray": "V2"},
-}
+LIVE = PREVIEW_LIVE
 # The draft: two more users, an office CIDR, and a city nobody comes from.
 DRAFT = {**LIVE, "users": ["1001", "u1", "u2"], "ips": ["10.1.0.0/16"], "cities": ["Paris"]}
-
-
-@pytest.fixture
-def samples(monkeypatch):
-    """The process's sample store, empty; `samples.add(n, **fields)` puts n samples in it."""
-    kept = MemorySampleStore()
-    monkeypatch.setattr(store_module, "_configured", kept)
-
-    def add(n: int, service: str = "user-app", **fields) -> None:
-        fields = {"ip": "192.0.2.9", "city": "Berlin", **fields}
-        now = time.time()
-        kept.accept(
-            [TrafficSample(ts=now, service=service, method="GET", path="/", **fields)] * n,
-            now=now,
-        )
-
-    kept.add = add
-    return kept
 
 
 @pytest.fixture
