@@ -21,6 +21,7 @@ from django.conf import settings
 
 from events.after_commit import best_effort
 from gateways import generation
+from gateways.protocol import callers
 from gateways.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ def on_generation_made(sender, snapshot: Snapshot, **kwargs) -> None:
     watch.announce(snapshot)
     if settings.REDIS_URL:
         best_effort(
-            lambda: _redis().publish(settings.GATEWAY_WAKEUP_CHANNEL, str(snapshot.number)),
+            lambda: redis_client().publish(settings.GATEWAY_WAKEUP_CHANNEL, str(snapshot.number)),
             f"announcing generation {snapshot.number} on Redis",
         )
 
@@ -96,7 +97,8 @@ def on_generation_made(sender, snapshot: Snapshot, **kwargs) -> None:
 _redis_client = None
 
 
-def _redis():
+def redis_client():
+    """This process's client for publishing (announcements, protocol/callers.py's)."""
     global _redis_client
     if _redis_client is None:
         _redis_client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
@@ -104,7 +106,9 @@ def _redis():
 
 
 class RedisRelay:
-    """One per event loop: relays announcements published on Redis to `watch`."""
+    """One per event loop: relays announcements published on Redis to `watch`, and the
+    gateways changed to protocol/callers.py (which trusts what it remembers only while a
+    relay listens)."""
 
     RECONNECT_MAX = 10.0
 
@@ -114,22 +118,32 @@ class RedisRelay:
 
     async def _run(self) -> None:
         delay = 0.5
+        channels = (settings.GATEWAY_WAKEUP_CHANNEL, settings.GATEWAY_CHANGED_CHANNEL)
+        changed = settings.GATEWAY_CHANGED_CHANNEL.encode()
         while True:
             client = aioredis.Redis.from_url(settings.REDIS_URL)
             try:
                 async with client.pubsub() as pubsub:
-                    await pubsub.subscribe(settings.GATEWAY_WAKEUP_CHANNEL)
+                    await pubsub.subscribe(*channels)
                     async for message in pubsub.listen():
                         if message["type"] == "subscribe":
-                            self.subscribed.set()
-                            delay = 0.5
-                        elif message["type"] == "message":
+                            if message["data"] == len(channels):  # both: listening
+                                callers.listening(True)
+                                self.subscribed.set()
+                                delay = 0.5
+                        elif message["type"] != "message":
+                            pass
+                        elif message["channel"] == changed:
+                            callers.heard(message["data"])
+                        else:
                             watch.announce(await _newest())
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("Gateway wake-up relay lost Redis (%s); reconnecting.", exc)
             finally:
+                if self.subscribed.is_set():
+                    callers.listening(False)
                 self.subscribed.clear()
                 await client.aclose()
             # An announcement may have been missed while disconnected: have pollers re-check.
