@@ -11,7 +11,7 @@ class GatewaysConfig(AppConfig):
 
         from gateways import generation, status_updates, tasks
         from gateways.models import Gateway
-        from gateways.protocol import callers, wakeup
+        from gateways.protocol import wakeup
         from gateways.signals import generation_made
         from policy.publishing import revision_published
         from registry_sync.signals import routable_instances_changed
@@ -31,7 +31,9 @@ class GatewaysConfig(AppConfig):
         generation_made.connect(wakeup.on_generation_made, dispatch_uid="gateways.wakeup")
         generation_made.connect(status_updates.on_generation_made, dispatch_uid="gateways.page")
         # A gateway changed or deleted: every process forgets who its token named.
-        post_save.connect(callers.on_gateway_changed, sender=Gateway, dispatch_uid="callers.save")
+        post_save.connect(
+            wakeup.on_gateway_changed, sender=Gateway, dispatch_uid="gateways.callers.save"
+        )
         post_delete.connect(
-            callers.on_gateway_changed, sender=Gateway, dispatch_uid="callers.delete"
+            wakeup.on_gateway_changed, sender=Gateway, dispatch_uid="gateways.callers.delete"
         )

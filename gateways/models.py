@@ -116,7 +116,9 @@ class Gateway(models.Model):
         return self.mode in (self.PUSH, self.NACOS)
 
     @classmethod
-    def stale(cls, mode: str, last_seen: datetime | None, created_at: datetime, now) -> bool:
+    def stale(
+        cls, mode: str, last_seen: datetime | None, created_at: datetime, now: datetime
+    ) -> bool:
         """A pull gateway not seen for GATEWAY_STALE_SECONDS (from these fields: a poll
         answered from gateways/protocol/callers.py has no row)."""
         seen = last_seen or created_at

@@ -30,9 +30,9 @@ WARM_UP_SECONDS = 15.0
 # objects (their tasks, futures, requests) are born in one burst and live for the next
 # poll. At 700, each burst was collected dozens of times and most of it promoted into the
 # oldest generation, whose full collections then walked every held connection:
-# collections took 15-20 % of a replica's CPU with 1,000 gateways polling and 35-50 % with
-# 5,000 (full ones 80-350 ms each), which is why the CPU per gateway grew with the fleet
-# (bench/fleet.py; bench/README.md, fleet.py).
+# collections took 23-25 % of a replica's CPU with 1,000 gateways polling and 40 % with
+# 5,000 (full ones 120-134 ms each), which is why the CPU per gateway grew with the fleet;
+# with this threshold 7 % and 18-19 % (bench/fleet.py; bench/README.md, fleet.py).
 YOUNG_COLLECTION_THRESHOLD = 50_000
 
 

@@ -8,16 +8,17 @@ the gateway's pk, name, mode and creation time, and when this process last knew 
 
 A token stops working, and a renamed gateway's polls say its new name:
 
-* in the process that changed or deleted the gateway (`post_save`, `post_delete`), once
-  the change commits;
+* in the process that changed or deleted the gateway (`post_save`, `post_delete`:
+  wakeup.on_gateway_changed), at once and again once the change commits;
 * in every other process with REDIS_URL set, as soon as Redis delivers the message
   published after that commit (GATEWAY_CHANGED_CHANNEL, heard by the wake-up relay of
   protocol/wakeup.py: milliseconds on one network);
+* a message Redis lost, or a change that bypasses the ORM's signals (a queryset
+  `update()` of a name, SQL by hand), within ENTRY_SECONDS: every entry is read again
+  after that long;
 * while no relay of this process listens (Redis unreachable, or not yet subscribed),
   nothing remembered is used: every poll reads its row, as before; and what was remembered
-  before the relay (re)subscribed is forgotten, since messages may have been missed;
-* a change that bypasses the ORM's signals (a queryset `update()` of a name, SQL by
-  hand), within ENTRY_SECONDS: every entry is read again after that long.
+  before the relay (re)subscribed is forgotten, since messages may have been missed.
 
 A row read while a change commits is not remembered: each forgetting moves an epoch, and
 a read remembers its rows only if the epoch has not moved since it started.
@@ -29,9 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db import transaction
 
-from events.after_commit import best_effort
 from gateways.models import Gateway
 
 # The bound for changes that bypass the ORM's signals; each gateway's row is read once per
@@ -122,24 +121,3 @@ def heard(message: bytes) -> None:
     except ValueError:
         pk = None  # not ours to read: forget them all rather than guess
     forget(pk)
-
-
-def on_gateway_changed(sender, instance: Gateway, update_fields=None, **kwargs) -> None:
-    """post_save / post_delete of a gateway: forgotten here and, over Redis, everywhere, once
-    the change commits. A save of other fields only (update_fields) changes no identity."""
-    if update_fields is not None and not IDENTITY_FIELDS & set(update_fields):
-        return
-    pk = instance.pk
-    forget(pk)  # this process stops using it at once, and for good on commit:
-    transaction.on_commit(lambda: _changed(pk))
-
-
-def _changed(pk: int) -> None:
-    forget(pk)
-    if settings.REDIS_URL:
-        from gateways.protocol.wakeup import redis_client  # wakeup imports this module
-
-        best_effort(
-            lambda: redis_client().publish(settings.GATEWAY_CHANGED_CHANNEL, str(pk)),
-            f"announcing that gateway {pk} changed on Redis",
-        )

@@ -18,9 +18,11 @@ import redis
 import redis.asyncio as aioredis
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.db import transaction
 
 from events.after_commit import best_effort
 from gateways import generation
+from gateways.models import Gateway
 from gateways.protocol import callers
 from gateways.snapshot import Snapshot
 
@@ -94,11 +96,36 @@ def on_generation_made(sender, snapshot: Snapshot, **kwargs) -> None:
         )
 
 
-_redis_client = None
+def on_gateway_changed(
+    sender: type[Gateway],
+    instance: Gateway,
+    update_fields: frozenset[str] | None = None,
+    **kwargs: object,
+) -> None:
+    """post_save / post_delete of a gateway: who its token names is forgotten here
+    (protocol/callers.py) and, once the change commits, in every other process, over Redis.
+    A save of other fields only (update_fields) changes no identity."""
+    if update_fields is not None and not callers.IDENTITY_FIELDS & update_fields:
+        return
+    pk = instance.pk
+    callers.forget(pk)  # this process stops using it at once, and for good on commit:
+    transaction.on_commit(lambda: _gateway_changed(pk))
 
 
-def redis_client():
-    """This process's client for publishing (announcements, protocol/callers.py's)."""
+def _gateway_changed(pk: int) -> None:
+    callers.forget(pk)
+    if settings.REDIS_URL:
+        best_effort(
+            lambda: redis_client().publish(settings.GATEWAY_CHANGED_CHANNEL, str(pk)),
+            f"announcing that gateway {pk} changed on Redis",
+        )
+
+
+_redis_client: redis.Redis | None = None
+
+
+def redis_client() -> redis.Redis:
+    """This process's client for publishing announcements."""
     global _redis_client
     if _redis_client is None:
         _redis_client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
