@@ -7,7 +7,10 @@ class GatewaysConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here, once the app registry is ready (Django's convention for receivers).
+        from django.db.models.signals import post_delete, post_save
+
         from gateways import generation, status_updates, tasks
+        from gateways.models import Gateway
         from gateways.protocol import wakeup
         from gateways.signals import generation_made
         from policy.publishing import revision_published
@@ -27,3 +30,10 @@ class GatewaysConfig(AppConfig):
         generation_made.connect(tasks.on_generation_made, dispatch_uid="gateways.deliveries")
         generation_made.connect(wakeup.on_generation_made, dispatch_uid="gateways.wakeup")
         generation_made.connect(status_updates.on_generation_made, dispatch_uid="gateways.page")
+        # A gateway changed or deleted: every process forgets who its token named.
+        post_save.connect(
+            wakeup.on_gateway_changed, sender=Gateway, dispatch_uid="gateways.callers.save"
+        )
+        post_delete.connect(
+            wakeup.on_gateway_changed, sender=Gateway, dispatch_uid="gateways.callers.delete"
+        )

@@ -115,13 +115,20 @@ class Gateway(models.Model):
     def delivered_by_us(self) -> bool:
         return self.mode in (self.PUSH, self.NACOS)
 
+    @classmethod
+    def stale(
+        cls, mode: str, last_seen: datetime | None, created_at: datetime, now: datetime
+    ) -> bool:
+        """A pull gateway not seen for GATEWAY_STALE_SECONDS (from these fields: a poll
+        answered from gateways/protocol/callers.py has no row)."""
+        seen = last_seen or created_at
+        return mode == cls.PULL and seen < now - timedelta(seconds=settings.GATEWAY_STALE_SECONDS)
+
     def status_at(self, current_generation: int, now: datetime) -> str:
         """`stale` (a pull gateway not seen for GATEWAY_STALE_SECONDS) before anything else,
         then `in_sync`, then `failing` (its last delivery errored), else `pending`."""
-        if self.mode == self.PULL:
-            seen = self.last_seen or self.created_at
-            if seen < now - timedelta(seconds=settings.GATEWAY_STALE_SECONDS):
-                return self.STALE
+        if self.stale(self.mode, self.last_seen, self.created_at, now):
+            return self.STALE
         if self.acked_generation >= current_generation:
             return self.IN_SYNC
         if self.last_error:

@@ -6,7 +6,8 @@ long as the process: what importing made (modules, functions, Django's registrie
 the first requests build lazily (views, serializers, the database driver's state, templates).
 `gc.freeze()` moves them out of the collector's sight: once when the process has started,
 and once more when it has warmed up (after a collection, so that garbage of the first
-requests is not kept). Full collections then take a few milliseconds.
+requests is not kept). Full collections then take a few milliseconds. The youngest
+generation is also collected less often than CPython's default (YOUNG_COLLECTION_THRESHOLD).
 
 The benches that judge it, with and without (figures and the latest verdict in
 bench/README.md): the server's collections under wrk,
@@ -23,9 +24,21 @@ import gc
 import threading
 
 WARM_UP_SECONDS = 15.0
+# The youngest generation is collected after this many more allocations than
+# deallocations (CPython's default: 700). After every new generation of the gateway
+# document, each held long poll is answered and made again at once: thousands of polls'
+# objects (their tasks, futures, requests) are born in one burst and live for the next
+# poll. At 700, each burst was collected dozens of times and most of it promoted into the
+# oldest generation, whose full collections then walked every held connection:
+# collections took 23-25 % of a replica's CPU with 1,000 gateways polling and 40 % with
+# 5,000 (full ones 120-134 ms each), which is why the CPU per gateway grew with the fleet;
+# with this threshold 7 % and 18-19 % (bench/fleet.py; bench/README.md, fleet.py).
+YOUNG_COLLECTION_THRESHOLD = 50_000
 
 
 def freeze_after_start() -> None:
+    _, middle, oldest = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, oldest)
     gc.freeze()
     timer = threading.Timer(WARM_UP_SECONDS, _freeze_warmed_up)
     timer.daemon = True

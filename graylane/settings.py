@@ -357,6 +357,8 @@ GATEWAY_PUSH_TIMEOUT = env_float("GATEWAY_PUSH_TIMEOUT", 5.0, minimum=0.1)
 GATEWAY_PUSH_CONCURRENCY = env_int("GATEWAY_PUSH_CONCURRENCY", 32, minimum=1)
 GATEWAY_RETRY_MAX_DELAY = env_float("GATEWAY_RETRY_MAX_DELAY", 30.0, minimum=1.0)
 GATEWAY_WAKEUP_CHANNEL = REDIS_PREFIX + ":gateways:generation"
+# A gateway changed or deleted: processes forget its remembered identity (protocol/callers.py).
+GATEWAY_CHANGED_CHANNEL = REDIS_PREFIX + ":gateways:changed"
 GATEWAY_SWEEP_SECONDS = max(1.0, GATEWAY_STALE_SECONDS / 3)
 
 # Convergence-gated release steps (releases/convergence.py): the share of the gateways

@@ -119,6 +119,42 @@ def test_a_publish_on_one_replica_reaches_a_gateway_polling_the_other_within_a_s
     assert max(delays) < 1.0, delays
 
 
+def test_a_gateway_renamed_or_deleted_through_one_replica_is_seen_so_by_the_other_within_a_second(
+    replicas, make_user
+):
+    # B remembers who polls (gateways/protocol/callers.py); A's change reaches it over Redis.
+    from accounts.models import ApiToken
+    from accounts.roles import ADMIN
+    from gateways.models import Gateway
+    from gateways.protocol.endpoints import NAME_HEADER
+
+    a, b, _ = replicas
+    _, token, _ = Gateway.objects.create_with_credentials(name="edge-remembered")
+    _, admin_key = ApiToken.objects.issue(make_user("replica-admin", ADMIN))
+    admin = {"Authorization": f"Token {admin_key}"}
+
+    def poll_b() -> httpx.Response:
+        return httpx.get(
+            b.url + "/api/v1/gateway-config/?wait=0", headers={"Authorization": f"Token {token}"}
+        )
+
+    assert poll_b().headers[NAME_HEADER] == "edge-remembered"
+    assert poll_b().headers[NAME_HEADER] == "edge-remembered"
+    changed = httpx.patch(
+        a.url + "/api/v1/gateways/edge-remembered/", json={"name": "edge-renamed"}, headers=admin
+    )
+    assert changed.status_code == 200, changed.text
+    since = time.monotonic()
+    wait_until(lambda: poll_b().headers.get(NAME_HEADER) == "edge-renamed", 1.0, interval=0.01)
+    renamed_after = time.monotonic() - since
+    deleted = httpx.delete(a.url + "/api/v1/gateways/edge-renamed/", headers=admin)
+    assert deleted.status_code == 204, deleted.text
+    since = time.monotonic()
+    wait_until(lambda: poll_b().status_code == 401, 1.0, interval=0.01)
+    deleted_after = time.monotonic() - since
+    print(f"on B: renamed after {renamed_after:.3f} s, refused after {deleted_after:.3f} s")
+
+
 def test_a_websocket_on_one_replica_sees_the_figures_of_samples_posted_to_the_other(
     lab, versions, replicas, make_user
 ):

@@ -225,15 +225,36 @@ async def _serve(endpoint, kwargs, scope, receive, headers) -> Answer | None:
     if endpoint is endpoints.ack:
         return await endpoints.ack(method, authorization, kwargs["name"], body)
     query = dict(parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True))
-    answering = asyncio.ensure_future(endpoints.poll(method, authorization, query))
-    watching = asyncio.ensure_future(_until_disconnected(receive))
+    return await _unless_gone(endpoints.poll(method, authorization, query), receive)
+
+
+async def _unless_gone(
+    answering: Awaitable[Answer], receive: Callable[[], Awaitable[dict]]
+) -> Answer | None:
+    """`answering`'s answer, made in this task, or None when the client went away first
+    (then it is cancelled). One task watching beside this one, rather than the answer in a
+    task of its own and asyncio.wait() over both: ~20 µs less per poll measured alone, on
+    every gateway's poll after every generation (bench/README.md, fleet.py)."""
+    task = asyncio.current_task()
+    assert task is not None, "called from a task"
+    gone = False
+
+    async def watch() -> None:
+        nonlocal gone
+        await _until_disconnected(receive)
+        gone = True
+        task.cancel()
+
+    watching = asyncio.ensure_future(watch())
     try:
-        await asyncio.wait({answering, watching}, return_when=asyncio.FIRST_COMPLETED)
+        return await answering
+    except asyncio.CancelledError:
+        # Ours only: a cancellation from elsewhere (the server stopping) goes on.
+        if gone and task.uncancel() == 0:
+            return None
+        raise
     finally:
         watching.cancel()
-        if not answering.done():
-            answering.cancel()
-    return answering.result() if answering.done() and not answering.cancelled() else None
 
 
 async def _send(send, answer: Answer, secure: bool) -> None:

@@ -22,6 +22,7 @@ from accounts.models import ApiToken, hash_token
 from gateways import generation, status_updates
 from gateways.acks import record_acks, record_failure
 from gateways.models import Gateway
+from gateways.protocol import callers
 from gateways.snapshot import Snapshot
 
 # A poll records `last_seen` unless it is fresher than this: staleness is judged in tens of
@@ -81,15 +82,31 @@ NOT_A_GATEWAY = Refusal(
 
 def answer(calls: list[Poll | Ack]) -> list[Polled | AckRecorded | Refusal]:
     """Each call's answer, in order: a Poll gets the newest generation's snapshot (its
-    `applied` recorded as an Ack of it would be), an Ack what was recorded. Reads every
-    caller in one query and writes once (gateways.acks.record_acks), plus once per refused
+    `applied` recorded as an Ack of it would be), an Ack what was recorded. Reads the rows
+    of the callers this process does not remember (protocol/callers.py; an Ack's always) in
+    one query and writes once (gateways.acks.record_acks), plus once per refused
     generation."""
     hashes = {call.key: hash_token(call.key) for call in calls}
-    # Unordered: Gateway's default order (by name) is of no use to a lookup by token, and
-    # building it costs a fifth of this query's CPU, several times per generation.
-    callers = Gateway.objects.filter(token_hash__in=hashes.values()).order_by()
-    gateways = {g.token_hash: g for g in callers}
-    unknown = set(hashes.values()) - gateways.keys()
+    pollers: dict[str, callers.Caller] = {}
+    unread: set[str] = set()
+    for call in calls:
+        digest = hashes[call.key]
+        caller = callers.known(digest) if isinstance(call, Poll) else None
+        if caller is None:
+            unread.add(digest)
+        else:
+            pollers[digest] = caller
+    gateways: dict[str, Gateway] = {}
+    if unread:
+        since = callers.epoch()
+        # Unordered: Gateway's default order (by name) is of no use to a lookup by token,
+        # and building it costs a fifth of this query's CPU, several times per generation.
+        rows = Gateway.objects.filter(token_hash__in=unread).order_by()
+        gateways = {g.token_hash: g for g in rows}
+        read = {digest: callers.Caller.of(g) for digest, g in gateways.items()}
+        callers.remember(read, since)
+        pollers.update(read)
+    unknown = unread - gateways.keys()
     users = set(
         ApiToken.objects.filter(key_hash__in=unknown).values_list("key_hash", flat=True)
         if unknown
@@ -101,31 +118,44 @@ def answer(calls: list[Poll | Ack]) -> list[Polled | AckRecorded | Refusal]:
     record = _Recording()
     answers: list[Polled | AckRecorded | Refusal] = []
     for call in calls:
-        gateway = gateways.get(hashes[call.key])
-        if gateway is None:
-            answers.append(NOT_A_GATEWAY if hashes[call.key] in users else UNAUTHENTICATED)
-        elif isinstance(call, Poll):
-            answers.append(Polled(snapshot, gateway.name))
-            if call.applied is not None:
-                # The ack folded into the poll, recorded as that ack: a generation that does
-                # not exist yet is not recorded (the ack would get 400), and the poll is
-                # answered all the same (its `known` may be one the database lost).
-                folded = Ack(call.key, gateway.name, call.applied)
-                recorded = _record_ack(gateway, folded, snapshot.number, now, record)
-                if not isinstance(recorded, Refusal):
-                    continue
-            last_seen = gateway.last_seen
+        digest = hashes[call.key]
+        if isinstance(call, Poll):
+            caller = pollers.get(digest)
+            if caller is None:
+                answers.append(NOT_A_GATEWAY if digest in users else UNAUTHENTICATED)
+                continue
+            answers.append(Polled(snapshot, caller.name))
+            # The ack folded into the poll, recorded as that ack would be: a generation that
+            # does not exist yet is not recorded (the ack would get 400), and the poll is
+            # answered all the same (its `known` may be one the database lost).
+            if call.applied is not None and call.applied <= snapshot.number:
+                record.ack(caller.pk, call.applied, ())
+                continue
+            last_seen = caller.last_seen
             if last_seen is None or (now - last_seen).total_seconds() >= (
                 LAST_SEEN_RESOLUTION_SECONDS
             ):
-                if gateway.status_at(snapshot.number, now) == Gateway.STALE:
-                    status_updates.changed(gateway.pk)  # it is back
-                seen.add(gateway.pk)
-                gateway.last_seen = now
+                if caller.is_stale(now):
+                    status_updates.changed(caller.pk)  # it is back
+                seen.add(caller.pk)
         else:
-            answers.append(_record_ack(gateway, call, snapshot.number, now, record))
+            gateway = gateways.get(digest)
+            if gateway is None:
+                answers.append(NOT_A_GATEWAY if digest in users else UNAUTHENTICATED)
+            else:
+                answers.append(_record_ack(gateway, call, snapshot.number, now, record))
     if record.acks or seen:
-        record_acks(record.acks, seen=seen - record.acks.keys(), skipped=record.skipped)
+        try:
+            record_acks(record.acks, seen=seen - record.acks.keys(), skipped=record.skipped)
+        except Exception:
+            # What this process knew of their last_seen may now be ahead of the rows.
+            for pk in record.acks.keys() | seen:
+                callers.forget(pk)
+            raise
+        written = record.acks.keys() | seen
+        for caller in pollers.values():
+            if caller.pk in written:
+                caller.last_seen = now
     for pk, (engine, version) in record.engines.items():  # rare: a gateway changed engine
         Gateway.objects.filter(pk=pk).update(engine=engine, engine_version=version)
     for gateway, message in record.refused.items():
@@ -143,15 +173,19 @@ class _Recording:
     refused: dict[Gateway, str] = field(default_factory=dict)  # -> its error ack's message
     engines: dict[int, tuple[str, str]] = field(default_factory=dict)  # -> engine newly named
 
+    def ack(self, pk: int, number: int, skipped: tuple[dict[str, str], ...]) -> None:
+        """An ack of `number` (without these records) to write: acks only move forward."""
+        self.acks[pk] = max(self.acks.get(pk, 0), number)
+        if self.acks[pk] == number:
+            self.skipped[pk] = skipped
+
 
 def _record_ack(
     gateway: Gateway, call: Ack, newest: int, now: datetime, record: _Recording
 ) -> AckRecorded | Refusal:
-    """One ack (posted, or folded into a poll) of a batch: its answer, its writes noted in
+    """One posted ack of a batch: its answer, its writes noted in
     `record`."""
-    answer_ = _ack(gateway, call, newest, now, record.acks, record.refused)
-    if call.error is None and record.acks.get(gateway.pk) == call.number:
-        record.skipped[gateway.pk] = call.skipped
+    answer_ = _ack(gateway, call, newest, now, record)
     said = call.engine
     changed = said is not None and (gateway.engine, gateway.engine_version) != said
     if changed and said is not None and not isinstance(answer_, Refusal):
@@ -160,7 +194,7 @@ def _record_ack(
     return answer_
 
 
-def _ack(gateway: Gateway, call: Ack, newest: int, now, acks: dict[int, int], refused: dict):
+def _ack(gateway: Gateway, call: Ack, newest: int, now, record: _Recording):
     if gateway.name != call.name:
         return Refusal(403, {"detail": "A gateway acknowledges only for itself."})
     if call.number is None:
@@ -173,15 +207,15 @@ def _ack(gateway: Gateway, call: Ack, newest: int, now, acks: dict[int, int], re
         # It keeps running what it ran: nothing moves, the error shows (status `failing`).
         if call.number > gateway.acked_generation:
             gateway.last_error = message = f"Refused generation {call.number}: {call.error}"
-            refused[gateway] = message
-        seen_only = max(acks.get(gateway.pk, 0), gateway.acked_generation)
-        acks[gateway.pk] = seen_only
+            record.refused[gateway] = message
+        seen_only = max(record.acks.get(gateway.pk, 0), gateway.acked_generation)
+        record.acks[gateway.pk] = seen_only
         gateway.last_seen = now
         return AckRecorded(gateway.name, gateway.acked_generation, gateway.status_at(newest, now))
     if call.number > gateway.acked_generation:
         gateway.acked_generation = call.number
         gateway.last_error = ""
-    acks[gateway.pk] = max(acks.get(gateway.pk, 0), call.number)
+    record.ack(gateway.pk, call.number, call.skipped)
     gateway.last_seen = now
     return AckRecorded(gateway.name, gateway.acked_generation, gateway.status_at(newest, now))
 

@@ -18,9 +18,12 @@ import redis
 import redis.asyncio as aioredis
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.db import transaction
 
 from events.after_commit import best_effort
 from gateways import generation
+from gateways.models import Gateway
+from gateways.protocol import callers
 from gateways.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -88,15 +91,41 @@ def on_generation_made(sender, snapshot: Snapshot, **kwargs) -> None:
     watch.announce(snapshot)
     if settings.REDIS_URL:
         best_effort(
-            lambda: _redis().publish(settings.GATEWAY_WAKEUP_CHANNEL, str(snapshot.number)),
+            lambda: redis_client().publish(settings.GATEWAY_WAKEUP_CHANNEL, str(snapshot.number)),
             f"announcing generation {snapshot.number} on Redis",
         )
 
 
-_redis_client = None
+def on_gateway_changed(
+    sender: type[Gateway],
+    instance: Gateway,
+    update_fields: frozenset[str] | None = None,
+    **kwargs: object,
+) -> None:
+    """post_save / post_delete of a gateway: who its token names is forgotten here
+    (protocol/callers.py) and, once the change commits, in every other process, over Redis.
+    A save of other fields only (update_fields) changes no identity."""
+    if update_fields is not None and not callers.IDENTITY_FIELDS & update_fields:
+        return
+    pk = instance.pk
+    callers.forget(pk)  # this process stops using it at once, and for good on commit:
+    transaction.on_commit(lambda: _gateway_changed(pk))
 
 
-def _redis():
+def _gateway_changed(pk: int) -> None:
+    callers.forget(pk)
+    if settings.REDIS_URL:
+        best_effort(
+            lambda: redis_client().publish(settings.GATEWAY_CHANGED_CHANNEL, str(pk)),
+            f"announcing that gateway {pk} changed on Redis",
+        )
+
+
+_redis_client: redis.Redis | None = None
+
+
+def redis_client() -> redis.Redis:
+    """This process's client for publishing announcements."""
     global _redis_client
     if _redis_client is None:
         _redis_client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
@@ -104,7 +133,9 @@ def _redis():
 
 
 class RedisRelay:
-    """One per event loop: relays announcements published on Redis to `watch`."""
+    """One per event loop: relays announcements published on Redis to `watch`, and the
+    gateways changed to protocol/callers.py (which trusts what it remembers only while a
+    relay listens)."""
 
     RECONNECT_MAX = 10.0
 
@@ -114,22 +145,32 @@ class RedisRelay:
 
     async def _run(self) -> None:
         delay = 0.5
+        channels = (settings.GATEWAY_WAKEUP_CHANNEL, settings.GATEWAY_CHANGED_CHANNEL)
+        changed = settings.GATEWAY_CHANGED_CHANNEL.encode()
         while True:
             client = aioredis.Redis.from_url(settings.REDIS_URL)
             try:
                 async with client.pubsub() as pubsub:
-                    await pubsub.subscribe(settings.GATEWAY_WAKEUP_CHANNEL)
+                    await pubsub.subscribe(*channels)
                     async for message in pubsub.listen():
                         if message["type"] == "subscribe":
-                            self.subscribed.set()
-                            delay = 0.5
-                        elif message["type"] == "message":
+                            if message["data"] == len(channels):  # both: listening
+                                callers.listening(True)
+                                self.subscribed.set()
+                                delay = 0.5
+                        elif message["type"] != "message":
+                            pass
+                        elif message["channel"] == changed:
+                            callers.heard(message["data"])
+                        else:
                             watch.announce(await _newest())
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("Gateway wake-up relay lost Redis (%s); reconnecting.", exc)
             finally:
+                if self.subscribed.is_set():
+                    callers.listening(False)
                 self.subscribed.clear()
                 await client.aclose()
             # An announcement may have been missed while disconnected: have pollers re-check.
