@@ -53,11 +53,12 @@ move; quote several.
 
 Last, the figure that does not move with the machine's load: nginx (`master_process off`,
 one process), our gateway and the sketch (unless --no-sketch) each run under callgrind
-(the cache simulated as bench/instructions.py does) twice at once, one run given FEW requests and the other MANY
-(--counted, 200 and 1,200), one after another on one kept-alive connection, both stopped
-together; the difference of their totals over MANY - FEW is what one proxied request costs,
-start-up, loading and the timers cancelled out. Envoy is judged by wall and CPU time only.
---no-valgrind leaves it out; --quick is 1 run of 2 s and fewer counted requests.
+(the cache simulated as bench/instructions.py does) twice at once, one run given FEW
+requests and the other MANY (--counted, 200 and 1,200), one after another on one
+kept-alive connection, both stopped together; the difference of their totals over MANY -
+FEW is what one proxied request costs, start-up, loading and the timers cancelled out.
+Envoy is judged by wall and CPU time only. --no-valgrind leaves it out; --quick is 1 run
+of 2 s and fewer counted requests.
 Latest figures: bench/README.md.
 """
 
