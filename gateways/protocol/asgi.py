@@ -224,8 +224,18 @@ async def _serve(endpoint, kwargs, scope, receive, headers) -> Answer | None:
         return None
     if endpoint is endpoints.ack:
         return await endpoints.ack(method, authorization, kwargs["name"], body)
-    query = dict(parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True))
+    query = _query(scope["query_string"].decode("latin-1"))
     return await _unless_gone(endpoints.poll(method, authorization, query), receive)
+
+
+def _query(raw: str) -> dict[str, str]:
+    """parse_qsl(raw, keep_blank_values=True) as a dict (the last value of a repeated name).
+    A gateway's query (`known=N&wait=30&applied=N`) has nothing to unquote: then a split
+    gives the same pairs at a third of the cost (parse_qsl was 3 % of a replica's CPU with
+    5,000 gateways polling: bench/fleet.py under py-spy)."""
+    if "%" in raw or "+" in raw:
+        return dict(parse_qsl(raw, keep_blank_values=True))
+    return dict(part.partition("=")[::2] for part in raw.split("&") if part)
 
 
 async def _unless_gone(
@@ -280,7 +290,8 @@ def _failed(scope, exc: Exception) -> Answer:
 
 
 def with_gateway_endpoints(django_app):
-    """The ASGI app for HTTP: gateway endpoints answered here, the rest by `django_app`."""
+    """ASGI: gateway endpoints answered here, every other call (any other path, a
+    websocket, lifespan) by `django_app`."""
 
     async def app(scope, receive, send):
         call = _gateway_call(scope["path"]) if scope["type"] == "http" else None

@@ -2,11 +2,13 @@
 
 import asyncio
 import json
+import random
+from urllib.parse import parse_qsl
 
 import pytest
 
 from gateways import generation
-from gateways.protocol.asgi import _gateway_call
+from gateways.protocol.asgi import _gateway_call, _query
 from gateways.protocol.endpoints import ack, poll
 from gateways.tests.conftest import asgi_scope
 from graylane.asgi import application
@@ -26,6 +28,16 @@ from graylane.asgi import application
 def test_only_the_gateway_endpoints_take_the_short_path(path, expected):
     # Anything else must reach Django (middleware, sessions, DRF) untouched.
     assert _gateway_call(path) == expected
+
+
+def test_a_poll_query_reads_as_django_reads_it_whatever_its_spelling():
+    # The short path splits a query with nothing to unquote itself: the same pairs as
+    # parse_qsl over queries made of the characters that change how one reads.
+    rng = random.Random(27)
+    for _ in range(20_000):
+        raw = "".join(rng.choice("kn=&%+2f ;") for _ in range(rng.randint(0, 14)))
+        assert _query(raw) == dict(parse_qsl(raw, keep_blank_values=True)), raw
+    assert _query("known=7&wait=30&applied=7") == {"known": "7", "wait": "30", "applied": "7"}
 
 
 @pytest.mark.django_db(transaction=True)
