@@ -14,9 +14,10 @@ from django.core.handlers.wsgi import WSGIHandler  # noqa: E402
 
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
 from embedded_registry.nacos_grpc.server import WithNacosGrpc  # noqa: E402
+from gateways.protocol import wakeup  # noqa: E402
 from gateways.protocol.asgi import with_gateway_endpoints  # noqa: E402
 from graylane.background import start_in_process_jobs  # noqa: E402
-from graylane.long_lived import freeze_after_start  # noqa: E402
+from graylane.long_lived import freeze_after_start, size_for_held_polls  # noqa: E402
 from graylane.wsgi_in_asgi import WsgiInAsgi  # noqa: E402
 
 # The Nacos 2.x gRPC naming server starts beside this one (docs/deploy.md). The gateway
@@ -38,3 +39,4 @@ application = WithNacosGrpc(
 
 start_in_process_jobs()
 freeze_after_start()
+wakeup.watch.waking = size_for_held_polls
