@@ -315,7 +315,12 @@ def routes(generation: Generation, site: Site) -> dict:
         "envoy.config.route.v3.RouteConfiguration",
         {
             "name": ROUTE_CONFIG,
-            "request_headers_to_remove": [POOL_HEADER, CLIENT_HEADER, GEO_HEADER],
+            # The GeoIP filter's headers only where it runs: each removal is a scan of the
+            # request's headers.
+            "request_headers_to_remove": [
+                POOL_HEADER,
+                *((CLIENT_HEADER, GEO_HEADER) if site.geoip else ()),
+            ],
             "virtual_hosts": [
                 {
                     "name": "graylane",
