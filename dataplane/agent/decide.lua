@@ -234,6 +234,15 @@ local function peer_of(address)
   return sub(address, 1, colon - 1)
 end
 
+-- Envoy's X-Forwarded-For, to which a header mutation appended the peer (joined with "," to
+-- a chain the client sent): the client's chain (nil for none) and the peer.
+local function chain_and_peer(value)
+  for i = #value, 1, -1 do
+    if byte(value, i) == 44 then return sub(value, 1, i - 1), sub(value, i + 1) end
+  end
+  return nil, value
+end
+
 -- The first segment of the path ("/<service>/..."), nil for none.
 local function service_of(path)
   if byte(path, 1) ~= 47 then return nil end
@@ -569,15 +578,14 @@ end
 -- client's route headers and gray baggage dropped, the peer appended to X-Forwarded-For,
 -- the route decided, and its headers and baggage members set. Returns the status and detail
 -- of an answer (nil, nil to proxy), the pool, the route, the service and the sample (nil
--- for a request not sampled).
-local function route_request(h, path, peer)
+-- for a request not sampled). `sent`: the client's X-Forwarded-For (nil for none).
+local function route_request(h, path, peer, sent)
   local name = service_of(path)
   local service = name and SERVICES[name]
   if not service then return 404, "no such service" end
-  local sent = IO.all(h, "x-forwarded-for", ", ")
   local forwarded = sent ~= "" and sent or nil
   local baggage = IO.all(h, "baggage", ",")
-  IO.put(h, "x-forwarded-for", forwarded and (forwarded .. ", " .. peer) or peer, sent)
+  IO.forward(h, forwarded, peer)
   local key = decide(name, h, peer, forwarded)
   local sample = SAMPLE_RATE > 0 and random() < SAMPLE_RATE
     and sample_json(h, name, path, peer, forwarded) or nil
@@ -618,6 +626,10 @@ if ENGINE == "envoy" then
       if sent ~= nil then h:remove(name) end
       h:add(name, value)
     end,
+    -- Envoy wrote "<chain>,<peer>" (or the peer alone): the Python gateway's ", " instead.
+    forward = function(h, forwarded, peer)
+      if forwarded then h:replace("x-forwarded-for", forwarded .. ", " .. peer) end
+    end,
     route = function(h, route)
       for i = 1, #route.headers do h:add(route.headers[i][1], route.headers[i][2]) end
     end,
@@ -642,8 +654,8 @@ if ENGINE == "envoy" then
     local headers = handle:headers()
     local path = headers:get(":path") or "/"
     if line_too_long(headers, path) then return answer(handle, "414", LINE_TOO_LONG) end
-    local peer = headers:get(PEER_HEADER)
-    local status, detail, pool, _, _, sample = route_request(headers, path, peer)
+    local sent, peer = chain_and_peer(headers:get("x-forwarded-for"))
+    local status, detail, pool, _, _, sample = route_request(headers, path, peer, sent)
     if sample then handle:streamInfo():dynamicMetadata():set("graylane", "sample", sample) end
     if status then return answer(handle, tostring(status), detail) end
     headers:add(POOL_HEADER, pool)  -- the client's was dropped before this filter
@@ -667,6 +679,9 @@ IO = {
     return value
   end,
   put = function(_, name, value) set_header(name, value) end,
+  forward = function(_, forwarded, peer)
+    set_header("x-forwarded-for", forwarded and (forwarded .. ", " .. peer) or peer)
+  end,
   method = function() return ngx.req.get_method() end,
   route = function(_, route)
     for i = 1, #route.clear do clear_header(route.clear[i]) end
@@ -688,7 +703,8 @@ return {
   access = function()
     local headers = ngx.req.get_headers(0)
     local status, detail, pool, route, name, sample =
-      route_request(headers, ngx.var.request_uri, ngx.var.remote_addr)
+      route_request(headers, ngx.var.request_uri, ngx.var.remote_addr,
+        IO.all(headers, "x-forwarded-for", ", "))
     if sample then ngx.var.graylane_sample = sample end
     if route then
       ngx.var.graylane_service, ngx.var.graylane_pool = name, pool or ""

@@ -23,8 +23,6 @@ POOL_HEADER = "x-graylane-pool"
 GEO_HEADER = "x-graylane-geoip-city"
 # Envoy: the client's address, for its geoip filter (set by the first Lua filter).
 CLIENT_HEADER = "x-graylane-client-ip"
-# Envoy: the peer's address, set by a header mutation before the decision's Lua filter.
-PEER_HEADER = "x-graylane-peer"
 ENGINES = ("envoy", "nginx")
 # The headers a route sets (a client's are dropped): X-Gray-Status, X-Gray-Lane and
 # X-Gray-Versions.
@@ -209,7 +207,6 @@ def lua_data(generation: Generation, site: Site, engine: str, stage: str = "deci
         f"local POOL_HEADER = {lua_string(POOL_HEADER)}",
         f"local GEO_HEADER = {lua_string(GEO_HEADER)}",
         f"local CLIENT_HEADER = {lua_string(CLIENT_HEADER)}",
-        f"local PEER_HEADER = {lua_string(PEER_HEADER)}",
         f"local REQUEST_LINE_LIMIT = {REQUEST_LINE_LIMIT}",
         f"local LINE_TOO_LONG = {lua_string(LINE_TOO_LONG)}",
         f"local SAMPLE_RATE = {site.sample_rate!r}",

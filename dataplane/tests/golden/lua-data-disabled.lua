@@ -5,7 +5,6 @@ local GEOIP = true
 local POOL_HEADER = "x-graylane-pool"
 local GEO_HEADER = "x-graylane-geoip-city"
 local CLIENT_HEADER = "x-graylane-client-ip"
-local PEER_HEADER = "x-graylane-peer"
 local REQUEST_LINE_LIMIT = 8192
 local LINE_TOO_LONG = "The request line is over 8 KiB."
 local SAMPLE_RATE = 0.0
