@@ -86,10 +86,13 @@ class Instance(Mapping):
     port: int
     version: str | None  # None: takes ALL traffic only
     weight: float
+    # Made once, not per request: a gateway reads them several times for each it proxies.
+    address: tuple[str, int] = field(init=False, repr=False, compare=False)
+    label: str = field(init=False, repr=False, compare=False)  # "host:port"
 
-    @property
-    def address(self) -> tuple[str, int]:
-        return self.host, self.port
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "address", (self.host, self.port))
+        object.__setattr__(self, "label", f"{self.host}:{self.port}")
 
     def __getitem__(self, key: str) -> Any:
         try:

@@ -91,6 +91,7 @@ LINGER_SECONDS = 2.0
 NO_VERSION = "none"
 _DOT_SEGMENT = re.compile(rb"/\.\.?(?:/|$)")
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
+_NONE_TRIED: frozenset[tuple[str, int]] = frozenset()
 
 
 @dataclass
@@ -233,7 +234,8 @@ class Exchange:
         self.candidates: list[Instance] = []
         self.prepared: Prepared = []
         self.head = b""
-        self.tried: set[tuple[str, int]] = set()
+        # Instances whose attempt failed, not to be tried again for this request.
+        self.tried: frozenset[tuple[str, int]] = _NONE_TRIED
         self.instance: Instance | None = None
         self.reused = False  # the attempt went out on a kept-alive connection
         self.stale_retried = False
@@ -260,11 +262,6 @@ class Exchange:
         if not self.body_framing:
             return  # a request answered by the gateway itself: its body is read and dropped
         self._send(_frame_chunk(data) if self.body_framing == b"chunked" else data)
-
-    def body_end(self) -> None:
-        if self.body_framing == b"chunked":
-            self._send(b"0\r\n\r\n")
-        self.body_done = True
 
     def _send(self, data: bytes) -> None:
         upstream = self.upstream
@@ -306,7 +303,7 @@ class Exchange:
             self._detach()
             self._attempt_over(_Retry())
             return
-        self._attempt_over(None)
+        self.attempting = False  # the attempt got the head of an answer
         if self.kept is not None:
             self.forget_sent()  # answered: never sent again
         self.status = status
@@ -353,7 +350,9 @@ class Exchange:
     def flush(self) -> None:
         out = self.out
         if out:
-            self.client.write(out[0] if len(out) == 1 else b"".join(out))
+            transport = self.client.transport
+            if transport is not None:
+                transport.write(out[0] if len(out) == 1 else b"".join(out))
             out.clear()
 
     def response_end(self, reusable: bool) -> None:
@@ -532,7 +531,7 @@ class ClientConnection(asyncio.Protocol):
         self._head_open = False
         self._heads += 1
         self._head_received = self._line_received = 0
-        self._cancel_idle()
+        self._idle_since = None  # a request is being answered
         plain = self._plain
         listed = NOTHING
         if self._connection:
@@ -554,8 +553,11 @@ class ClientConnection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         self._head_open = True
-        if self.parsing is not None:
-            self.parsing.body_end()
+        exchange = self.parsing
+        if exchange is not None:
+            if exchange.body_framing == b"chunked":
+                exchange._send(b"0\r\n\r\n")
+            exchange.body_done = True
             self.parsing = None
 
     # limits
@@ -604,6 +606,7 @@ class ClientConnection(asyncio.Protocol):
     def _serve(self, exchange: Exchange) -> None:
         try:
             self._route(exchange)
+            self._attempt(exchange)
         except Exception:
             log.exception("proxying %s failed", exchange.url.decode("latin-1"))
             self._broken(exchange)
@@ -617,6 +620,8 @@ class ClientConnection(asyncio.Protocol):
             self.finished(exchange)
 
     def _route(self, exchange: Exchange) -> None:
+        """Decide the request's route and make its head for the instances, or answer it
+        (then `exchange.route` stays None)."""
         context = self.context
         path = exchange.url.partition(b"?")[0]
         if path[:1] != b"/" or (b"/." in path and _DOT_SEGMENT.search(path)):
@@ -641,7 +646,7 @@ class ClientConnection(asyncio.Protocol):
         version, exchange.candidates = service.by_route[key]
         exchange.prepared = service.prepared[key]
         exchange.metric_version = version or NO_VERSION
-        if key == PROD and chosen(
+        if key == PROD and service.mirror is not None and chosen(
             service.mirror, exchange.method, exchange.url, bool(exchange.body_framing),
             self.peer_bytes,
         ):  # fmt: skip
@@ -650,9 +655,8 @@ class ClientConnection(asyncio.Protocol):
                 exchange.metric_version,
                 path.decode("latin-1"),
                 shadow_head(exchange.head, exchange.method),
-                service.mirror,  # type: ignore[arg-type]
+                service.mirror,
             )
-        self._attempt(exchange)
 
     def _upstream_head(
         self, exchange: Exchange, table: RoutingTable, service: Service
@@ -752,11 +756,10 @@ class ClientConnection(asyncio.Protocol):
         return b"".join(lines), key
 
     def _pick(self, exchange: Exchange) -> Instance | None:
+        """Of the route's candidates, one not tried, not ejected if any is not."""
         pool = self.context.pool
         service, candidates, tried = exchange.route, exchange.candidates, exchange.tried
         assert service is not None
-        if not tried and not pool.has_ejections():
-            return service.balancer.pick_prepared(exchange.prepared)  # type: ignore[return-value]
         fresh = [i for i in candidates if i.address not in tried]
         healthy = [i for i in fresh if not pool.is_ejected(i.address)]
         # With every one ejected, trying one beats refusing the request.
@@ -764,19 +767,29 @@ class ClientConnection(asyncio.Protocol):
 
     def _attempt(self, exchange: Exchange) -> None:
         """Send the request to the next instance to try, or answer why there is none."""
-        instance = self._pick(exchange)
+        service = exchange.route
+        if service is None:
+            return  # answered by the gateway itself (_route)
+        pool = self.context.pool
+        if exchange.tried or pool.ejected:
+            instance = self._pick(exchange)
+        else:
+            instance = service.balancer.pick_prepared(exchange.prepared)  # type: ignore[assignment]
         if instance is None:
             self._answer(exchange, *exchange.failure)
             return
-        exchange.tried.add(instance.address)
         exchange.instance = instance
         # A request sent again goes out on a new connection.
-        upstream = None if exchange.stale_retried else self.context.pool.take_idle(instance.address)
+        upstream = None if exchange.stale_retried else pool.take_idle(instance.address)
         exchange.reused = upstream is not None
         if upstream is not None:
             self._send(exchange, upstream)
         else:
             self.loop.create_task(self._connect(exchange, instance))
+
+    def _retry(self, exchange: Exchange, instance: Instance) -> None:
+        exchange.tried = exchange.tried | {instance.address}
+        self._attempt(exchange)
 
     async def _connect(self, exchange: Exchange, instance: Instance) -> None:
         try:
@@ -790,7 +803,7 @@ class ClientConnection(asyncio.Protocol):
                 if upstream is not None:
                     self.context.pool.release(upstream)
             elif upstream is None:
-                self._attempt(exchange)  # nothing was sent: any request may go elsewhere
+                self._retry(exchange, instance)  # nothing was sent: any request may go elsewhere
             else:
                 self._send(exchange, upstream)
         except Exception:
@@ -800,18 +813,22 @@ class ClientConnection(asyncio.Protocol):
     def _send(self, exchange: Exchange, upstream: UpstreamConnection) -> None:
         """Send the request (what arrived of its body so far; the rest follows as it comes)
         and wait, by callbacks, for the head of the answer."""
-        assert exchange.instance is not None
-        exchange.send_again()
+        instance = exchange.instance
+        assert instance is not None
+        if exchange.kept is not None:
+            exchange.send_again()
         upstream.begin(exchange, head_request=exchange.method == b"HEAD")
         exchange.upstream = upstream
-        exchange.metric_version = exchange.instance.version or NO_VERSION
+        exchange.metric_version = instance.version or NO_VERSION
         exchange.attempting = True
         upstream.write(exchange.head)
-        pending, exchange.pending, exchange.pending_size = exchange.pending, [], 0
-        for data in pending:
-            upstream.write(data)
-            exchange._keep(data)
-        self.resume_reading_for(exchange)
+        if exchange.pending:
+            pending, exchange.pending, exchange.pending_size = exchange.pending, [], 0
+            for data in pending:
+                upstream.write(data)
+                exchange._keep(data)
+        if self._paused_by:
+            self.resume_reading_for(exchange)
         # Checked by the connection's one timer (_check_timers), not a timer per attempt.
         exchange.deadline = self.loop.time() + self.context.request_timeout
 
@@ -822,6 +839,7 @@ class ClientConnection(asyncio.Protocol):
         assert instance is not None
         pool = self.context.pool
         retry = False
+        again = False  # the same instance may be tried once more
         if isinstance(error, _Retry):
             pool.eject(instance.address)
             exchange.failure = (503, b"Every instance tried is shutting down.")
@@ -831,8 +849,7 @@ class ClientConnection(asyncio.Protocol):
             if exchange.reused and not exchange.stale_retried:
                 # Likely a kept-alive connection the instance closed as the request went
                 # out: the instance itself may be fine, and is tried once more.
-                exchange.stale_retried = True
-                exchange.tried.discard(instance.address)
+                exchange.stale_retried = again = True
             else:
                 pool.connect_failed(instance.address)
             exchange.failure = (502, b"The instance closed the connection without answering.")
@@ -845,8 +862,10 @@ class ClientConnection(asyncio.Protocol):
         if self.transport is None:
             return
         try:
-            if retry:
+            if retry and again:
                 self._attempt(exchange)
+            elif retry:
+                self._retry(exchange, instance)
             else:
                 self._answer(exchange, *exchange.failure)
         except Exception:
@@ -897,7 +916,7 @@ class ClientConnection(asyncio.Protocol):
                 error,
                 latency_ms,
                 exchange.lane,
-                None if instance is None else f"{instance.address[0]}:{instance.address[1]}",
+                None if instance is None else instance.label,
             )
             sample = exchange.sample
             if sample is not None and self.context.sampler is not None:
@@ -908,16 +927,18 @@ class ClientConnection(asyncio.Protocol):
                 self.context.shadow.launch(exchange.copy, exchange.status, latency_ms)
         if not exchange.body_done:
             exchange.keep_alive = False  # the rest of its body would be read as a request
-        if self.queue and self.queue[0] is exchange:
-            self.queue.popleft()
+        queue = self.queue
+        if queue and queue[0] is exchange:
+            queue.popleft()
         if not exchange.keep_alive or self._closing:
             self._close()
             return
-        if self.queue:
-            self.loop.call_soon(self._serve, self.queue[0])
+        if queue:
+            self.loop.call_soon(self._serve, queue[0])
         else:
             self._arm_idle(now)
-        self.resume_reading_for(exchange)
+        if self._paused_by:
+            self.resume_reading_for(exchange)
 
     def _answer_and_close(self, status: int, detail: bytes) -> None:
         body = b'{"detail": "%b"}' % detail
@@ -943,9 +964,6 @@ class ClientConnection(asyncio.Protocol):
         self._idle_since = self.loop.time() if now is None else now
         if self._timer is None:
             self._timer = self.loop.call_later(self._tick, self._check_timers)
-
-    def _cancel_idle(self) -> None:
-        self._idle_since = None
 
     def _check_timers(self) -> None:
         self._timer = None

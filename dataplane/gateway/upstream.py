@@ -49,6 +49,9 @@ class BrokeMidAnswer(UpstreamError):
 class Sink(Protocol):
     """Who receives an answer: the client side of the exchange (proxy.py)."""
 
+    # What it made of the data received so far, not yet written to its client.
+    out: list[bytes]
+
     def response_head(
         self,
         status: int,
@@ -131,7 +134,8 @@ class UpstreamConnection(asyncio.Protocol):
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(BrokeMidAnswer(f"unreadable answer: {exc}"))
-        sink.flush()  # what the sink made of this data goes out in one write
+        if sink.out:
+            sink.flush()  # what the sink made of this data goes out in one write
 
     def eof_received(self) -> bool:
         self._ended(None)
@@ -267,18 +271,20 @@ class UpstreamPool:
         self.clock = clock
         self._idle: dict[Address, list[UpstreamConnection]] = {}
         self._failures: dict[Address, int] = {}
-        self._ejected: dict[Address, float] = {}
+        # Address -> until when it is ejected. Read directly on each request's path: empty,
+        # the balancer's pick needs no filtering.
+        self.ejected: dict[Address, float] = {}
 
     # passive ejection
     def has_ejections(self) -> bool:
-        return bool(self._ejected)
+        return bool(self.ejected)
 
     def is_ejected(self, address: Address) -> bool:
-        until = self._ejected.get(address)
+        until = self.ejected.get(address)
         if until is None:
             return False
         if self.clock() >= until:
-            del self._ejected[address]
+            del self.ejected[address]
             self._failures.pop(address, None)
             return False
         return True
@@ -289,7 +295,7 @@ class UpstreamPool:
             self.eject(address)
 
     def eject(self, address: Address) -> None:
-        self._ejected[address] = self.clock() + self.eject_seconds
+        self.ejected[address] = self.clock() + self.eject_seconds
         for connection in self._idle.pop(address, []):
             connection.close()
 
