@@ -42,8 +42,8 @@ YOUNG_COLLECTION_THRESHOLD = 50_000
 # each collection walked polls that were alive and would be freed at the next generation
 # without the collector's help. With the threshold above that swing, the count goes down
 # and up by it and the collector runs only when something else accumulates: a replica's
-# CPU per gateway and generation fell from 0.159-0.191 ms to 0.132 ms at 5,000 gateways
-# (bench/README.md, fleet.py). A held poll keeps ~38 tracked objects under uvicorn (its
+# CPU per gateway and generation fell from 0.159-0.191 ms to 0.132-0.136 ms at 5,000
+# gateways (bench/README.md, fleet.py). A held poll keeps ~38 tracked objects under uvicorn (its
 # scope and headers, the request cycle, tasks, coroutines, futures; gc.get_count() of a
 # replica holding 2,500 polls and nothing else moving).
 TRACKED_PER_HELD_POLL = 40
