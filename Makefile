@@ -22,13 +22,16 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
 	touch $@
 
-# The engine's C primitives, built in place (tools/build_speedups.py). Optional: where they do
-# not build, one line says so and the engine runs in pure Python (the same decisions).
-routing_engine/.speedups-built: routing_engine/_speedups.c tools/build_speedups.py $(VENV)/.installed
+# The engine's C primitives, built in place, and the gateway's request path compiled by mypyc
+# into build/gateway/ (tools/build_speedups.py). Optional: where they do not build, one line
+# says so and the engine and the gateway run as Python (the same decisions). Rebuilt when the
+# sources change: the compiled gateway is used only while they are those it was built from.
+build/.speedups-built: routing_engine/_speedups.c $(wildcard routing_engine/*.py) \
+		$(wildcard dataplane/gateway/*.py) tools/build_speedups.py $(VENV)/.installed
 	$(PY) tools/build_speedups.py
-	touch $@
+	mkdir -p build && touch $@
 
-install: $(VENV)/.installed routing_engine/.speedups-built
+install: $(VENV)/.installed build/.speedups-built
 
 # The dashboard and the demo fleet run under one supervisor (demo/fleet.py): Ctrl-C
 # or SIGTERM stops every process it started.

@@ -95,6 +95,7 @@ from bench.servers import WRK_MISSING  # noqa: E402
 from dataplane.agent.engines import Engine, EnvoyEngine, NginxEngine, envoy_binary  # noqa: E402
 from dataplane.agent.ir import compile_document  # noqa: E402
 from dataplane.agent.site import Site  # noqa: E402
+from dataplane.gateway import compiled  # noqa: E402
 from dataplane.gateway.headers import connection_listed, is_hop_by_hop  # noqa: E402
 from dataplane.gateway.routing import RoutingTable  # noqa: E402
 from routing_engine import CallerResolver  # noqa: E402
@@ -808,6 +809,12 @@ def main() -> None:
             f"wrk -t1 -c{args.connections} -d{args.seconds}s, {args.runs} runs; gateway policy: "
             f"100,000 users, 10,000 CIDRs, {args.lanes} lanes beside gray; upstream: nginx, "
             "fixed 16-byte body"
+        )
+        not_compiled = compiled.why_not_compiled()
+        print(
+            "gateway: its request path compiled by mypyc (make install)"
+            if not_compiled is None
+            else f"gateway: as Python ({not_compiled})"
         )
         results: dict[str, list[dict]] = {name: [] for name in ("direct", *proxies)}
         for run in range(1, args.runs + 1):

@@ -5,7 +5,9 @@ connection, and nginx's answer fed back and written to the client, with no socke
 transports are lists. What bench/gateway.py's `--counted` figure is less the kernel calls'
 user-space side and the event loop's, and without its noise (the gateway's timers: a metrics
 window each second, the reporter), so the same in every run to the instruction: the figure
-to compare two versions of proxy.py and upstream.py by.
+to compare two versions of proxy.py and upstream.py by. Counted twice side by side: as the
+gateway runs where `make install` compiled its path (mypyc, dataplane/gateway/compiled.py)
+and as Python (GRAYLANE_PURE_PYTHON_GATEWAY=true, the fallback).
 
     .venv/bin/python bench/gateway_path.py [--requests 2000]
 
@@ -16,11 +18,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import instructions  # noqa: E402
+from dataplane.gateway import compiled  # noqa: E402
 
 SETUP = """
 import asyncio, json, types
@@ -87,16 +91,30 @@ def main() -> None:
     args = parser.parse_args()
     if (problem := instructions.available()) is not None:
         raise SystemExit(problem)
-    counted = instructions.per_call(
-        SETUP.replace("{requests}", str(args.requests)),
-        {"gateway": "proxied"},
-        args.requests,
-        floor="floor",
-    )["gateway"]
-    print(
-        f"the gateway's path per proxied request, in process ({args.requests} requests): "
-        f"{counted.instructions:,.0f} instructions, {counted.ll_misses:.1f} LL misses"
-    )
+    kinds = {"python": {compiled.PURE_ENVIRONMENT: "true"}}
+    if (reason := compiled.why_not_compiled()) is None:
+        kinds["compiled"] = {compiled.PURE_ENVIRONMENT: "false"}
+    else:
+        print(f"the compiled path is left out: {reason}")
+    setup = SETUP.replace("{requests}", str(args.requests))
+
+    def count(environment: dict[str, str]) -> instructions.Counted:
+        return instructions.per_call(
+            setup, {"gateway": "proxied"}, args.requests, floor="floor", environment=environment
+        )["gateway"]
+
+    # One valgrind each, side by side (each is one thread).
+    with ThreadPoolExecutor(len(kinds)) as threads:
+        counted = dict(zip(kinds, threads.map(count, kinds.values()), strict=True))
+    print(f"the gateway's path per proxied request, in process ({args.requests} requests):")
+    for kind, figure in counted.items():
+        print(
+            f"  {kind:<9} {figure.instructions:>9,.0f} instructions  "
+            f"{figure.ll_misses:5.1f} LL misses"
+        )
+    if "compiled" in counted:
+        ratio = counted["compiled"].instructions / counted["python"].instructions
+        print(f"compiled / python: {ratio:.2f}x")
 
 
 if __name__ == "__main__":

@@ -58,11 +58,11 @@ def available() -> str | None:
     return None
 
 
-def _count(script: str) -> list[tuple[int, int]]:
+def _count(script: str, environment: dict[str, str]) -> list[tuple[int, int]]:
     """(instructions, LL misses) of each part of the script between two markers."""
     with tempfile.TemporaryDirectory() as directory:
         out = Path(directory) / "callgrind.out"
-        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        env = {**os.environ, "PYTHONHASHSEED": "0", **environment}
         subprocess.run(
             ["valgrind", "--tool=callgrind", "--toggle-collect=starmap_next", "--cache-sim=yes",
              f"--dump-before={MARKER}", *CACHES, f"--callgrind-out-file={out}", sys.executable,
@@ -92,15 +92,20 @@ def totals(profile: str) -> dict[str, int]:
 
 
 def per_call(
-    setup: str, functions: dict[str, str], count: int, floor: str = "lambda *args: None"
+    setup: str,
+    functions: dict[str, str],
+    count: int,
+    floor: str = "lambda *args: None",
+    environment: dict[str, str] | None = None,
 ) -> dict[str, Counted]:
     """What one call of each of `functions` (name -> expression) costs, over the `count`
     argument tuples that `setup` puts in `calls`, less what `floor` costs on the same
-    calls (by default a function that does nothing: the call loop's own cost)."""
+    calls (by default a function that does nothing: the call loop's own cost); the script
+    run with `environment` added to this process's."""
     script = RUNNER.format(
         root=str(ROOT), setup=setup, floor=floor, functions=", ".join(functions.values())
     )
-    (floor_ir, floor_ll), *measured = _count(script)
+    (floor_ir, floor_ll), *measured = _count(script, environment or {})
     if len(measured) != len(functions):
         raise RuntimeError(f"callgrind dumped {len(measured)} parts for {len(functions)} calls")
     return {

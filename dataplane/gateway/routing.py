@@ -268,6 +268,7 @@ def _route(
 def _mirror(entry: ServiceEntry, lanes: Mapping[str, Any], gray_priority: int) -> Mirror | None:
     """The service's mirror: of the lanes that mirror it (the gray lane by its override), the
     first tried, with a routable instance of its version; None when none has."""
+    version: str | None
     for lane in lane_order(lanes, gray_priority):
         if lane == GRAY_LANE:
             mirror, version = entry.routing.get("mirror"), entry.gray

@@ -71,6 +71,9 @@ class Sink(Protocol):
 
 
 class UpstreamConnection(asyncio.Protocol):
+    # Compiled by mypyc (dataplane/gateway/compiled.py), an attribute may be deleted only
+    # where the class says so.
+    __deletable__ = ("parser",)
     __slots__ = (
         "pool",
         "address",
