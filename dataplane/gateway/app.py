@@ -11,6 +11,7 @@ import platform
 import signal
 
 from dataplane.dashboards import dashboard_client
+from dataplane.gateway import NOT_COMPILED
 from dataplane.gateway.config_client import ConfigClient
 from dataplane.gateway.heap import keep_giving_back_free_heap
 from dataplane.gateway.metrics import Metrics
@@ -110,10 +111,11 @@ async def serve(options: Options) -> None:
             backlog=1024,
         )
         log.info(
-            "Gateway listening on http://%s:%d/ (dashboards %s)",
+            "Gateway listening on http://%s:%d/ (dashboards %s; request path %s)",
             options.host,
             options.port,
             ", ".join(options.dashboards),
+            "compiled by mypyc" if NOT_COMPILED is None else f"as Python: {NOT_COMPILED}",
         )
         stop = asyncio.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):

@@ -15,6 +15,7 @@ import pytest
 
 from dataplane import gateway
 from dataplane.gateway import compiled
+from testing.processes import free_port
 
 TESTS = Path(__file__).resolve().parent
 
@@ -81,3 +82,33 @@ def test_the_gateway_s_tests_pass_on_the_python_source():
         cwd=compiled.ROOT, env=environment, capture_output=True, text=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+
+
+def _listening_line(tmp_path: Path, environment: dict[str, str]) -> str:
+    """What a started gateway logs once it listens (its dashboard is not there: it serves
+    no configuration, but it starts and says how it runs)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dataplane.gateway", "--dashboard", f"http://127.0.0.1:{free_port()}",
+         "--token", "t", "--name", "compiled-test", "--listen", f"127.0.0.1:{port}",
+         "--cache-file", str(tmp_path / "cache.json")],
+        cwd=compiled.ROOT, env={**environment, "GATEWAY_LOG_LEVEL": "INFO"},
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if "Gateway listening" in line:
+                return line
+        raise AssertionError(f"the gateway exited ({process.wait()}) without listening")
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.mark.slow
+def test_a_started_gateway_says_which_request_path_it_runs(tmp_path):
+    if gateway.NOT_COMPILED is None:
+        assert "request path compiled by mypyc" in _listening_line(tmp_path, dict(os.environ))
+    python = _listening_line(tmp_path, {**os.environ, compiled.PURE_ENVIRONMENT: "true"})
+    assert f"request path as Python: {compiled.PURE_ENVIRONMENT} is set" in python
