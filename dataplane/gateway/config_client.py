@@ -173,6 +173,21 @@ class ConfigClient:
             return
         await self.apply(response.content)
 
+    async def _refuse(self, body: bytes, why: str) -> None:
+        generation = _generation_of(body)
+        running = self.current()
+        log.error(
+            "Refused generation %s: %s; still routing by %s.",
+            generation,
+            why,
+            f"generation {running.generation}" if running else "no configuration",
+        )
+        if generation is not None:
+            self.known = generation
+            await self.ack(generation, error=why)
+        else:
+            await asyncio.sleep(RETRY_SECONDS[-1])
+
     def _learn_name(self, response: httpx.Response) -> None:
         if self.name is None and response.headers.get(NAME_HEADER):
             self.name = response.headers[NAME_HEADER]
@@ -182,21 +197,24 @@ class ConfigClient:
     async def apply(self, body: bytes) -> None:
         try:
             table = await self.compile(body)
+        except ConfigError as exc:
+            await self._refuse(body, str(exc))
+            return
+        except Exception as exc:
+            # A fault of this process in compiling, not of the document (say a TypeError of
+            # the compiled request path, dataplane/gateway/compiled.py): refused like an
+            # unreadable one, so the dashboard hears of it and the gateway goes on routing and
+            # polling; the exception would otherwise end the poll loop, and no later
+            # generation would come. (What `install` raises besides ConfigError still ends
+            # it: the agent's engine exited, and the agent exits saying why.)
+            log.exception("Could not compile generation %s.", _generation_of(body))
+            why = f"the gateway failed compiling it: {type(exc).__name__}: {exc}"
+            await self._refuse(body, why)
+            return
+        try:
             await self._install(table)
         except ConfigError as exc:
-            generation = _generation_of(body)
-            running = self.current()
-            log.error(
-                "Refused generation %s: %s; still routing by %s.",
-                generation,
-                exc,
-                f"generation {running.generation}" if running else "no configuration",
-            )
-            if generation is not None:
-                self.known = generation
-                await self.ack(generation, error=str(exc))
-            else:
-                await asyncio.sleep(RETRY_SECONDS[-1])
+            await self._refuse(body, str(exc))
             return
         self.known = table.generation
         log.info("Routing by generation %d (revision %d).", table.generation, table.revision)

@@ -27,6 +27,8 @@ def compile_document(body: bytes) -> Table:
     document = json.loads(body)
     if document.get("broken"):
         raise ConfigError("gray: unreadable")
+    if document.get("fault"):
+        raise TypeError("str object expected; got None")
     skipped = tuple(Skipped(record, "bad") for record in document.get("skip", ()))
     return Table(document["generation"], skipped=skipped)
 
@@ -137,3 +139,18 @@ def test_an_ack_whose_poll_went_unanswered_goes_with_the_next_one(tmp_path):
     assert [int(r.url.params["applied"]) for r in failed] == [2]
     assert dashboard.acks() == [("post", {**ENGINE, "generation": 1}), ("poll", 2)]
     assert config.acked == 2
+
+
+def test_a_fault_compiling_a_generation_is_acked_as_an_error_and_polling_goes_on(tmp_path):
+    """Not the document's fault (an exception other than ConfigError, as the compiled path
+    raises on a value of another type than annotated): refused and said, and the next
+    generation still applies."""
+    dashboard = Dashboard([{"generation": 1}, {"generation": 2, "fault": True}, {"generation": 3}])
+    config = run_polls(dashboard, 5, tmp_path)
+    error = "the gateway failed compiling it: TypeError: str object expected; got None"
+    assert dashboard.acks() == [
+        ("post", {**ENGINE, "generation": 1}),
+        ("post", {**ENGINE, "generation": 2, "error": error}),
+        ("poll", 3),
+    ]
+    assert config.acked == 3
