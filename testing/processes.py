@@ -19,6 +19,8 @@ from pathlib import Path
 
 import httpx
 
+from dataplane.agent.engines import stop_leftover
+
 BASE_DIR = Path(__file__).resolve().parents[1]
 # base64 of "graylane-TEST-ONLY-fernet-key-00", as in graylane/test_settings.py.
 TEST_SECRET_KEYS = "Z3JheWxhbmUtVEVTVC1PTkxZLWZlcm5ldC1rZXktMDA="
@@ -73,7 +75,9 @@ class Process:
 
     def __init__(self, args: list[str], env: dict[str, str], user: str | None = None):
         self.args = args
-        self.env = env
+        # Readiness is read from the log: a Python child must not hold its lines in a buffer
+        # (an environment without PYTHONUNBUFFERED kept Celery beat's banner from it).
+        self.env = {**env, "PYTHONUNBUFFERED": "1"}
         self.user = user
         self.log_path = Path(tempfile.mkstemp(prefix="graylane-", suffix=".log")[1])
         self.popen: subprocess.Popen | None = None
@@ -235,6 +239,12 @@ class AgentProcess(GatewayProcess):
         self.args[1:3] = ["-m", "dataplane.agent"]
         self.args += ["--engine", engine, "--workdir", str(workdir)]
         self.workdir = workdir
+
+    def stop(self) -> None:
+        """The agent, then its engine if the agent could not stop it (it runs in a session of
+        its own, which the agent's process group does not reach)."""
+        super().stop()
+        stop_leftover(self.workdir)
 
 
 PROMETHEUS = "/usr/bin/prometheus"

@@ -3,23 +3,33 @@ reported in its own words and the one in force keeps routing; a swap of configur
 under keep-alive load fails no request (Envoy)."""
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import socket
 import threading
 import time
 import zlib
+from pathlib import Path
 
 import httpx
 import pytest
 
-from dataplane.agent.engines import NGINX, EnvoyEngine, NginxEngine, envoy_binary
+from dataplane.agent.engines import (
+    NGINX,
+    EnvoyEngine,
+    NginxEngine,
+    envoy_binary,
+    pid_file,
+    stop_leftover,
+)
 from dataplane.agent.ir import Endpoint, compile_document
 from dataplane.agent.site import Site
 from dataplane.gateway.routing import ConfigError
 from testing.agent_lab import ENGINE_MISSING, engines, start_agent
 from testing.gateway_lab import UpstreamFleet
-from testing.processes import free_port
+from testing.processes import AgentProcess, free_port
+from testing.waiting import wait_until
 from tests.test_gateway_routing import SEED_RULES
 
 pytestmark = pytest.mark.slow
@@ -118,6 +128,56 @@ def test_an_engine_that_cannot_start_says_why(engine, tmp_path):
         pytest.raises(RuntimeError, match="Address already in use"),
     ):
         asyncio.run(proxy.install(generation_of(1, [])))
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("engine", engines())
+def test_an_engine_whose_agent_was_killed_is_stopped_by_the_next_agent(lab, engine):
+    """The agent killed (SIGKILL) before it could stop its engine, which runs in a session of
+    its own and so goes on serving: the agent restarted in that workdir on that port stops the
+    leftover rather than fail on the port, and the tests' teardown stops one left behind."""
+    lab.instance("user-app", "V1")
+    lab.sync()
+    first = start_agent(lab, engine)
+    leftover = _engine_pid(first)
+    first.kill()
+    assert httpx.get(first.url + "/-/readyz", timeout=2).status_code == 200  # still serving
+
+    again = AgentProcess(
+        engine,
+        lab.dashboard.url,
+        lab.tokens["gw-agent"],
+        lab.tmp_path / "gw-agent.json",
+        port=first.port,
+    )
+    lab.gateways.append(again.start())  # ready at once: the leftover answers on the port
+    wait_until(lambda: _engine_pid(again) not in (0, leftover), 30, "the engine's restart")
+    assert f"Stopped the {engine} a previous agent left running" in again.log()
+    assert not _running(leftover)
+    wait_until(again.is_ready, 30, "the new engine's answer")
+    assert httpx.get(again.url + "/user-app/hello", timeout=2).json()["version"] == "V1"
+
+    engine_pid = _engine_pid(again)
+    again.kill()
+    assert _running(engine_pid)
+    again.stop()  # the teardown's: the agent is gone, its engine is stopped
+    assert not _running(engine_pid)
+    assert stop_leftover(again.workdir) is False  # nothing left
+
+
+def _engine_pid(agent: AgentProcess) -> int:
+    with contextlib.suppress(FileNotFoundError, ValueError, IndexError):
+        return int(pid_file(agent.workdir).read_text().split()[0])
+    return 0
+
+
+def _running(pid: int) -> bool:
+    """Not exited (a zombie awaits its parent, which is not this process here)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1]
+    except FileNotFoundError:
+        return False
+    return not state.startswith("Z")
 
 
 @pytest.mark.django_db(transaction=True)

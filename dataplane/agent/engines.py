@@ -57,6 +57,33 @@ def _version_of(args: list[str], pattern: str) -> str:
     return found.group(1) if found else "unknown"
 
 
+def pid_file(workdir: Path) -> Path:
+    return workdir / "engine.pid"
+
+
+def stop_leftover(workdir: Path) -> bool:
+    """Stop the engine an agent started in `workdir` and left running (killed before it
+    could stop it): it would hold the port and the files. True if there was one. The pid is
+    trusted only while that process runs the binary it was started from (not a reused pid)."""
+    try:
+        pid_text, binary = pid_file(workdir).read_text().split(maxsplit=1)
+        pid = int(pid_text)
+        running = os.readlink(f"/proc/{pid}/exe")
+    except (OSError, ValueError):
+        return False
+    if running != binary.strip():
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if Path(f"/proc/{pid}").exists():
+            os.kill(pid, signal.SIGKILL)
+    pid_file(workdir).unlink(missing_ok=True)
+    return True
+
+
 class Engine:
     kind = ""
 
@@ -76,6 +103,8 @@ class Engine:
             except TimeoutError:
                 self.process.kill()
                 await self.process.wait()
+        if self.process is not None:
+            pid_file(self.site.directory).unlink(missing_ok=True)
 
     async def exited(self) -> int:
         assert self.process is not None
@@ -108,11 +137,18 @@ class Engine:
         return [self.output] if self.output else []
 
     async def _spawn(self, args: list[str], log_file: Path) -> None:
+        """The engine in a session of its own (a Ctrl-C meant for the agent does not reach
+        it: the agent stops it), its pid in the workdir for whoever must stop it if the
+        agent cannot (stop_leftover)."""
+        if stop_leftover(self.site.directory):
+            log.warning("Stopped the %s a previous agent left running", self.kind)
         self.output = log_file
         with open(log_file, "ab") as output:
             self.process = await asyncio.create_subprocess_exec(
                 *args, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
             )
+        binary = os.path.realpath(args[0])
+        write_atomically(pid_file(self.site.directory), f"{self.process.pid} {binary}\n".encode())
 
     async def _until(self, done, what: str) -> None:
         """Poll `done()` (async: True, or a refusal message) until true or APPLY_TIMEOUT."""
