@@ -36,7 +36,10 @@ After the runs, each engine with our rules takes 10 configuration changes (a use
 the list each time, acked only once in force) while wrk loads it for --swap-seconds: the
 errors wrk saw are printed (target for Envoy: 0). `--envoy-only` runs just the direct
 upstream, envoy and envoy+rules (their ratio and Envoy's changes under load): for working on
-the Lua filter.
+the Lua filter. `--envoy-floor` adds, in the same runs, what any decision in Envoy's Lua filter
+starts from: the agent's Envoy configuration (retries, header mutation, access log, the
+route's pool) with no Lua filter, every request to the PROD pool ("envoy, no Lua"), and
+with a Lua filter that only names that pool ("envoy, least Lua"); each against plain Envoy.
 
 `wrk -t1 -c<connections> --latency` loads each for `--seconds` after a 1 s warm-up, with
 the headers of a browser request and a user id that is not in the list (every rule is
@@ -92,8 +95,10 @@ from bench import instructions  # noqa: E402
 from bench.engine import build_lanes, build_policy  # noqa: E402
 from bench.measure import session_cpu_seconds  # noqa: E402
 from bench.servers import WRK_MISSING  # noqa: E402
+from dataplane.agent import envoy_config  # noqa: E402
 from dataplane.agent.engines import Engine, EnvoyEngine, NginxEngine, envoy_binary  # noqa: E402
 from dataplane.agent.ir import compile_document  # noqa: E402
+from dataplane.agent.lua_data import POOL_HEADER  # noqa: E402
 from dataplane.agent.site import Site  # noqa: E402
 from dataplane.gateway import compiled  # noqa: E402
 from dataplane.gateway.headers import connection_listed, is_hop_by_hop  # noqa: E402
@@ -288,6 +293,49 @@ class EngineChild:
 
     def stop(self) -> None:
         self.loop.run_until_complete(self.engine.stop())
+
+
+LEAST_LUA = """function envoy_on_request(handle)
+  handle:headers():add("%s", "%s")
+  handle:clearRouteCache()
+end"""
+
+
+def envoy_floors(directory: Path, body: bytes) -> dict[str, Child]:
+    """The agent's rendering of `body` for Envoy (dataplane/agent/envoy_config.py), started
+    without its decision: with no Lua filter (every request to the PROD pool), and with a
+    Lua filter that only names that pool. What a decision in Lua cannot get below."""
+    generation = compile_document(body)
+    prod = next(pool.name for pool in generation.pools if pool.version == "V1")
+    floors: dict[str, Child] = {}
+    for name, lua in (("envoy, no Lua", False), ("envoy, least Lua", True)):
+        where = directory / ("least-lua" if lua else "no-lua")
+        where.mkdir(parents=True, exist_ok=True)
+        site = Site("127.0.0.1", free_port(), free_port(), where, workers=1)
+        boot = envoy_config.bootstrap(site)
+        routes = envoy_config.routes(generation, site)
+        manager = boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]
+        host = routes["virtual_hosts"][0]
+        if lua:
+            code = {"inline_string": LEAST_LUA % (POOL_HEADER, prod)}
+            host["typed_per_filter_config"][envoy_config.LUA]["source_code"] = code
+        else:
+            filters = manager["typed_config"]["http_filters"]
+            filters[:] = [f for f in filters if f["name"] != envoy_config.LUA]
+            for route in [host, *host["routes"]]:
+                route.pop("typed_per_filter_config", None)
+                if "route" in route:
+                    del route["route"]["cluster_header"]
+                    route["route"]["cluster"] = prod
+        (where / "rds.json").write_text(json.dumps({"version_info": "1", "resources": [routes]}))
+        clusters = envoy_config.clusters(generation, site)
+        (where / "cds.json").write_text(json.dumps({"version_info": "1", "resources": clusters}))
+        (where / "envoy.json").write_text(json.dumps(boot))
+        binary = envoy_binary()
+        assert binary is not None
+        args = [binary, "-c", str(where / "envoy.json"), "--concurrency", "1"]
+        floors[name] = Child([*args, "--disable-hot-restart", "-l", "warning"], site.port)
+    return floors
 
 
 def ruled_engine(
@@ -730,6 +778,11 @@ def main() -> None:
     parser.add_argument("--no-sketch", action="store_true")
     parser.add_argument("--no-engines", action="store_true", help="without Envoy, nginx+rules")
     parser.add_argument("--envoy-only", action="store_true", help="envoy and envoy+rules only")
+    parser.add_argument(
+        "--envoy-floor",
+        action="store_true",
+        help="also Envoy with the agent's configuration and no Lua, and with the least Lua",
+    )
     parser.add_argument("--swap-seconds", type=int, default=6)
     parser.add_argument(
         "--lanes", type=int, default=LANES, help=f"lanes beside gray (default {LANES})"
@@ -804,6 +857,8 @@ def main() -> None:
             proxies["envoy+rules"] = ruled_engine(
                 "envoy", work / "envoy-rules", loop, body, args.sample_rate
             )
+            if args.envoy_floor:
+                proxies.update(envoy_floors(work / "envoy-floors", body))
         children += proxies.values()
         print(
             f"wrk -t1 -c{args.connections} -d{args.seconds}s, {args.runs} runs; gateway policy: "
@@ -865,6 +920,10 @@ def main() -> None:
                     f"{kind}+rules / {kind} throughput: {ratio:.2f}x, by CPU per request "
                     f"{cpu:.2f}x (target >= {TARGET_ENGINE_RATIO})"
                 )
+            for name in (n for n in proxies if n.startswith("envoy, ")):
+                ratio = median[name]["rate"] / median["envoy"]["rate"]
+                cpu = median["envoy"]["cpu_us"] / median[name]["cpu_us"]
+                print(f"{name} / envoy throughput: {ratio:.2f}x, by CPU per request {cpu:.2f}x")
             print(f"10 configuration changes under load ({args.swap_seconds:g} s of wrk):")
             for kind in kinds:
                 engine_child = proxies[f"{kind}+rules"]
