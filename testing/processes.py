@@ -73,11 +73,12 @@ class Process:
     ready_timeout = 30.0
     stop_signal = signal.SIGTERM
 
-    def __init__(self, args: list[str], env: dict[str, str], user: str | None = None):
+    def __init__(self, args: list[str], env: dict[str, str] | None, user: str | None = None):
+        """`env`: the child's environment (None: this process's)."""
         self.args = args
         # Readiness is read from the log: a Python child must not hold its lines in a buffer
         # (an environment without PYTHONUNBUFFERED kept Celery beat's banner from it).
-        self.env = {**env, "PYTHONUNBUFFERED": "1"}
+        self.env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
         self.user = user
         self.log_path = Path(tempfile.mkstemp(prefix="graylane-", suffix=".log")[1])
         self.popen: subprocess.Popen | None = None
